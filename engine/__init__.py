@@ -1,0 +1,1 @@
+"""hookaudit package."""
