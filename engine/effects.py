@@ -1,0 +1,89 @@
+"""What the pure decision flow asks for, and what executors answer.
+
+Rules of this file:
+- Data only. An `Invocation` is everything an executor needs to run one hook; a
+  `RawResult` is everything it observed. Neither holds a live resource.
+- Executors never interpret an answer: exit codes, bodies and model replies are
+  decoded by `engine.verdict`, so the same RawResult replays identically.
+
+Example:
+    >>> RawResult(exit_code=2, stderr="no rm").exit_code
+    2
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+
+from engine.records import HookIdentity
+
+__all__ = ["Executor", "Invocation", "RawResult", "RunHooks"]
+
+
+class RawResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What an executor observed while running one hook.
+
+    `error_kind` is set when the hook produced no answer at all: ``timeout``,
+    ``spawn_failed``, ``plugin_root_missing``, ``url_not_allowed``,
+    ``ssrf_blocked_address``, ``http_transport``, ``llm_transport``,
+    ``python_exception``, ``unknown_type``, ``cancelled`` …
+    """
+
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    truncated: bool = False
+    http_status: int | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    duration_ms: float = 0.0
+    output: dict[str, Any] | None = None
+    llm: list[dict[str, Any]] | None = None
+    pending: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """One planned hook, ready to run.
+
+    `index` is the hook's position in configuration order; aggregation breaks
+    ties by it, never by completion order.
+    """
+
+    index: int
+    event: str
+    hook: Any  # engine.settings.Hook (a pydantic model); typed loosely to keep this a leaf
+    identity: HookIdentity
+    source: str
+    matcher: str | None
+    timeout: float
+    payload: dict[str, Any]
+    input_json: bytes
+    cwd: str
+    env: dict[str, str] = field(default_factory=dict)
+    plugin_root: str | None = None
+    plugin_data: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The hook name as Claude Code prints it: ``PreToolUse:Bash`` or ``Stop``."""
+        query = self.payload.get("tool_name") if isinstance(self.payload, dict) else None
+        return f"{self.event}:{query}" if isinstance(query, str) and query else self.event
+
+
+@dataclass(frozen=True, slots=True)
+class RunHooks:
+    """Effect: run these hooks in parallel; answer with one RawResult each, same order."""
+
+    invocations: tuple[Invocation, ...]
+
+
+class Executor(Protocol):
+    """Runs one hook and reports what it saw. Never raises for a hook's own failure."""
+
+    async def run(self, inv: Invocation) -> RawResult: ...

@@ -1,0 +1,102 @@
+"""The decision for one event, as a generator of effects.
+
+Rules of this file:
+- Pure. The flow yields effects (`RunHooks`) and receives their results; it never
+  awaits, spawns, connects or reads the clock. A driver runs it: `engine.run` for
+  live evaluation, replay's recorded executor for what-if, a fake for tests.
+- One flow serves every driver, so live, replayed and dry-run decisions cannot drift.
+- Hostile hook output never raises here: decoding turns it into values.
+
+Example:
+    >>> from engine.sources import merge
+    >>> gen = decide("Stop", {"hook_event_name": "Stop"}, b"{}", merge([]))
+    >>> try:
+    ...     next(gen)
+    ... except StopIteration as done:
+    ...     done.value.decision.blocked
+    False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from engine import match
+from engine.effects import Invocation, RawResult, RunHooks
+from engine.plan import Plan, plan
+from engine.records import HookRun
+from engine.sources import Effective
+from engine.verdict import Decision, HookVerdict, aggregate, decode, to_hook_run
+
+__all__ = ["Evaluation", "Flow", "decide", "finish"]
+
+Posture = Literal["compat", "enforcing"]
+Profile = Literal["current", "legacy"]
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """Everything one evaluation produced: the plan, each hook's run, the decision."""
+
+    plan: Plan
+    runs: tuple[HookRun, ...]
+    verdicts: tuple[HookVerdict, ...]
+    decision: Decision
+    posture: str
+    profile: str
+
+
+Flow = Generator[RunHooks, Sequence[RawResult], Evaluation]
+
+
+def finish(
+    event: str,
+    payload: Mapping[str, Any],
+    the_plan: Plan,
+    results: Sequence[RawResult],
+    *,
+    posture: Posture,
+    profile: Profile,
+) -> Evaluation:
+    """Decode each hook's raw result and aggregate (the second half of `decide`)."""
+    pairs: list[tuple[Invocation, HookVerdict]] = []
+    runs: list[HookRun] = []
+    for inv, raw in zip(the_plan.invocations, results, strict=True):
+        v = decode(inv, raw, profile=profile)
+        pairs.append((inv, v))
+        runs.append(to_hook_run(inv, raw, v))
+    decision = aggregate(event, payload, pairs, posture=posture, profile=profile)
+    return Evaluation(the_plan, tuple(runs), tuple(v for _, v in pairs), decision, posture, profile)
+
+
+def decide(
+    event: str,
+    payload: Mapping[str, Any],
+    input_json: bytes,
+    eff: Effective,
+    *,
+    posture: Posture = "compat",
+    profile: Profile = "current",
+    dialect: match.Dialect = "claude",
+    trusted: bool = True,
+    home: str = "/root",
+    sessionend_budget_ms: float | None = None,
+) -> Flow:
+    """Plan, yield one `RunHooks` effect for all matched hooks, then decode and aggregate."""
+    the_plan = plan(
+        event,
+        payload,
+        input_json,
+        eff,
+        profile=profile,
+        dialect=dialect,
+        trusted=trusted,
+        home=home,
+        sessionend_budget_ms=sessionend_budget_ms,
+    )
+    results: Sequence[RawResult] = ()
+    if the_plan.invocations:
+        results = yield RunHooks(the_plan.invocations)
+    return finish(event, payload, the_plan, results, posture=posture, profile=profile)

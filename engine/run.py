@@ -1,0 +1,194 @@
+"""Drive a decision flow with real executors: the only event loop in the engine.
+
+Rules of this file:
+- All I/O of an evaluation happens through executors chosen by hook type; the
+  decision itself is `engine.flow`'s, so live and replayed decisions share code.
+- All matched hooks run in parallel, each with its own timeout. When every matched
+  hook is a python hook, the fast path calls them inline: no tasks, no JSON.
+- A hook type with no executor is answered `error/no_executor` (the enforcing
+  posture then denies at PreToolUse; compat lets the action proceed).
+
+Example:
+    >>> import asyncio
+    >>> from engine.records import new_event
+    >>> from engine.sources import merge
+    >>> ev = new_event({"hook_event_name": "Stop", "session_id": "s"})
+    >>> asyncio.run(Engine().evaluate(ev, merge([]))).blocked
+    False
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from engine.effects import Executor, Invocation, RawResult, RunHooks
+from engine.errors import InvalidEvent
+from engine.events import is_known
+from engine.executors.python import PythonExecutor
+from engine.flow import Evaluation, decide
+from engine.records import ENGINE_VERSION, HookEvent, Outcome
+from engine.settings import PythonHook
+from engine.sources import Effective
+
+__all__ = ["Engine", "MissingExecutor", "parse_payload"]
+
+Posture = Literal["compat", "enforcing"]
+Profile = Literal["current", "legacy"]
+
+_payload_decoder = msgspec.json.Decoder(dict[str, Any])
+MAX_EVENT_BYTES = 8 * 1024 * 1024
+
+
+def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
+    """Decode and check an agent's hook input; InvalidEvent names what is wrong.
+
+    >>> parse_payload(b'{"hook_event_name": "Stop"}')["hook_event_name"]
+    'Stop'
+    """
+    if len(raw) > MAX_EVENT_BYTES:
+        raise InvalidEvent(where, f"event larger than {MAX_EVENT_BYTES} bytes")
+    try:
+        payload = _payload_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise InvalidEvent(where, "expected a JSON object") from exc
+    except msgspec.DecodeError as exc:
+        raise InvalidEvent(where, f"malformed JSON: {exc}") from exc
+    name = payload.get("hook_event_name")
+    if not isinstance(name, str) or not name:
+        raise InvalidEvent(where, "hook_event_name: missing or not a string")
+    if not is_known(name):
+        raise InvalidEvent(where, f"hook_event_name: unknown hook event {name!r}")
+    return payload
+
+
+class MissingExecutor:
+    """Answers every hook of a type nobody can run here."""
+
+    def __init__(self, kind: str = "no_executor") -> None:
+        self.kind = kind
+
+    async def run(self, inv: Invocation) -> RawResult:
+        return RawResult(
+            error_kind=self.kind,
+            error=f"no executor for {inv.hook.type!r} hooks",
+            stderr=f"no executor for {inv.hook.type!r} hooks",
+        )
+
+
+class Engine:
+    """Evaluates HookEvents against an Effective configuration.
+
+    `executors` maps a hook type to its executor; the command and python
+    executors are created by default.
+    """
+
+    def __init__(
+        self,
+        executors: Mapping[str, Executor] | None = None,
+        *,
+        profile: Profile = "current",
+        posture: Posture | None = None,
+        home: str | None = None,
+        trusted: bool = True,
+    ) -> None:
+        self.python = PythonExecutor()
+        table: dict[str, Executor] = {"python": self.python}
+        if executors is None or "command" not in executors:
+            from engine.executors.command import CommandExecutor
+
+            table["command"] = CommandExecutor()
+        table.update(executors or {})
+        self.executors = table
+        self.missing = MissingExecutor()
+        self.profile: Profile = profile
+        self.posture = posture
+        self.home = home or str(Path.home())
+        self.trusted = trusted
+        budget = os.environ.get("CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS")
+        self.sessionend_budget_ms = float(budget) if budget and budget.isdigit() else None
+
+    def posture_for(self, event: str, eff: Effective) -> Posture:
+        """The CLI/constructor posture wins; else the settings' per-event posture."""
+        if self.posture is not None:
+            return self.posture
+        p = eff.posture.get(event) or eff.posture.get("*") or "compat"
+        return "enforcing" if p == "enforcing" else "compat"
+
+    async def run_hooks(self, invocations: Sequence[Invocation]) -> list[RawResult]:
+        """Run invocations in parallel (inline when all are sync python hooks)."""
+        if all(isinstance(inv.hook, PythonHook) for inv in invocations):
+            quick = [self.python.call_sync(inv) for inv in invocations]
+            if all(r is not None for r in quick):
+                return [r for r in quick if r is not None]
+        for inv in invocations:
+            env_file = inv.env.get("CLAUDE_ENV_FILE")
+            if env_file:
+                Path(env_file).parent.mkdir(parents=True, exist_ok=True)
+        coros = [self.executors.get(inv.hook.type, self.missing).run(inv) for inv in invocations]
+        if len(coros) == 1:
+            return [await coros[0]]
+        return list(await asyncio.gather(*coros))
+
+    async def evaluate_payload(
+        self, event: str, payload: Mapping[str, Any], input_json: bytes, eff: Effective
+    ) -> Evaluation:
+        """Run the decision flow for one payload and return the whole Evaluation."""
+        flow = decide(
+            event,
+            payload,
+            input_json,
+            eff,
+            posture=self.posture_for(event, eff),
+            profile=self.profile,
+            trusted=self.trusted,
+            home=self.home,
+            sessionend_budget_ms=self.sessionend_budget_ms,
+        )
+        try:
+            effect: RunHooks = next(flow)
+            while True:
+                results = await self.run_hooks(effect.invocations)
+                effect = flow.send(results)
+        except StopIteration as done:
+            evaluation: Evaluation = done.value
+            return evaluation
+
+    async def evaluate(
+        self, event: HookEvent, eff: Effective, *, replay_id: str | None = None
+    ) -> Outcome:
+        """Evaluate one stored/received HookEvent and build its Outcome record."""
+        payload = _payload_decoder.decode(event.payload)
+        ev = await self.evaluate_payload(event.event, payload, event.payload.encode(), eff)
+        return to_outcome(event, ev, eff, replay_id=replay_id)
+
+
+def to_outcome(
+    event: HookEvent, ev: Evaluation, eff: Effective, *, replay_id: str | None = None
+) -> Outcome:
+    """Build the Outcome record of an Evaluation (hash fields are set by the log)."""
+    d = ev.decision
+    return Outcome(
+        event=event,
+        settings_id=eff.settings_id,
+        engine_version=ENGINE_VERSION,
+        posture=ev.posture,
+        profile=ev.profile,
+        blocked=d.blocked,
+        decision=d.decision,
+        reason=d.reason,
+        updated_input=d.updated_input,
+        additional_context=list(d.additional_context),
+        system_messages=list(d.system_messages),
+        continue_=d.continue_,
+        stop_reason=d.stop_reason,
+        specific=dict(d.specific),
+        runs=list(ev.runs),
+        errors=list(d.errors),
+        replay_id=replay_id,
+    )

@@ -1,0 +1,3 @@
+from hookaudit.cli import main
+
+main()

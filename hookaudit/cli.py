@@ -1,0 +1,61 @@
+"""The `hookaudit` command: a root click group that loads each subcommand lazily.
+
+`hookaudit emit` runs on every tool call of an agent, so nothing here imports a
+subcommand's module until that subcommand is invoked.
+
+Example:
+    $ hookaudit eval --settings project:.claude/settings.json --event event.json
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+__all__ = ["COMMANDS", "main"]
+
+# name -> ("module:attribute", one-line help shown by `hookaudit --help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "eval": ("hookaudit.eval_cmd:eval_cmd", "Run the engine once on one event and print the decision."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, _, attr = target[0].partition(":")
+        cmd = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(cmd, click.Command)
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="hookaudit")
+def root() -> None:
+    """hookaudit: a Claude Code-compatible hook engine with an audit log, queries and replay.
+
+    \b
+    Example:
+      hookaudit demo
+      hookaudit eval --settings project:.claude/settings.json --event event.json --format json
+    """
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console-script entry point."""
+    return root.main(args=argv if argv is not None else sys.argv[1:], prog_name="hookaudit")

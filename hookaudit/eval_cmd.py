@@ -1,0 +1,206 @@
+"""`hookaudit eval`: evaluate one hook event against settings and print the decision."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine.errors import HookauditError
+from engine.records import HookRun
+
+__all__ = ["eval_cmd", "evaluation_json"]
+
+
+def _hook_json(run: HookRun) -> dict[str, Any]:
+    h = run.hook
+    out: dict[str, Any] = {"type": h.type, "source": h.source, "matcher": h.matcher}
+    for key in ("command", "args", "url", "prompt", "callable", "server", "tool"):
+        value = getattr(h, key)
+        if value is not None:
+            out[key] = value
+    if h.if_ is not None:
+        out["if"] = h.if_
+    out.update(
+        outcome=run.outcome,
+        decision=run.decision,
+        exit_code=run.exit_code,
+        duration_ms=round(run.duration_ms, 3),
+        error_kind=run.error_kind,
+        message=run.message,
+        stdout=run.stdout,
+        stderr=run.stderr,
+        pending=run.pending,
+    )
+    return out
+
+
+def evaluation_json(outcome: Any) -> dict[str, Any]:
+    """The `--format json` object of an Outcome (documented in the README)."""
+    return {
+        "event": outcome.event.event,
+        "blocked": outcome.blocked,
+        "decision": outcome.decision,
+        "reason": outcome.reason,
+        "updated_input": outcome.updated_input,
+        "additional_context": list(outcome.additional_context),
+        "system_messages": list(outcome.system_messages),
+        "continue": outcome.continue_,
+        "stop_reason": outcome.stop_reason,
+        "specific": outcome.specific,
+        "posture": outcome.posture,
+        "profile": outcome.profile,
+        "settings_id": outcome.settings_id,
+        "hooks": [_hook_json(r) for r in outcome.runs],
+        "errors": list(outcome.errors),
+    }
+
+
+def _fail(message: str) -> None:
+    click.echo(f"hookaudit eval: {message}", err=True)
+    sys.exit(1)
+
+
+@click.command("eval")
+@click.option(
+    "--settings",
+    "settings_specs",
+    multiple=True,
+    metavar="[SCOPE:]PATH",
+    help="A settings file; SCOPE is managed|user|project|local|flag|plugin (default project). "
+    "Repeat to combine with Claude Code's precedence. Without any, settings are discovered "
+    "from the event's cwd as Claude Code would.",
+)
+@click.option(
+    "--event",
+    "event_path",
+    default="-",
+    show_default=True,
+    metavar="PATH|-",
+    help="The hook input JSON (a file, or - for stdin).",
+)
+@click.option("--posture", type=click.Choice(["compat", "enforcing"]), default=None,
+              help="compat: hook errors never block (Claude Code). enforcing: at PreToolUse an "
+              "error, timeout or unknown hook type denies. Default: per event from settings "
+              "(hookauditPosture), else compat.")
+@click.option("--profile", type=click.Choice(["current", "legacy"]), default="current",
+              show_default=True, help="Claude Code behaviour to reproduce (legacy = v2.1.88).")
+@click.option("--format", "fmt", type=click.Choice(["json", "claude", "table"]), default="json",
+              show_default=True, help="claude: print and exit exactly as one Claude Code command "
+              "hook expressing the whole decision.")
+@click.option("--lenient", is_flag=True,
+              help="Skip malformed hook entries with a warning, as Claude Code does, "
+              "instead of failing.")
+@click.option("--wait-async", is_flag=True,
+              help="Wait for background (async) hooks and report their late results.")
+def eval_cmd(
+    settings_specs: tuple[str, ...],
+    event_path: str,
+    posture: str | None,
+    profile: str,
+    fmt: str,
+    lenient: bool,
+    wait_async: bool,
+) -> None:
+    """Run the engine once on one event and print the decision.
+
+    Exit status: 0 when the event was evaluated (whatever the decision; with
+    --format claude, the exit code a Claude Code hook would use), 1 on bad input,
+    2 on usage errors.
+
+    \b
+    Example:
+      echo '{"hook_event_name":"PreToolUse","tool_name":"Bash",
+             "tool_input":{"command":"rm -rf /"},"cwd":"/tmp","session_id":"s"}' |
+        hookaudit eval --settings project:infra/policies/security.json --format json
+    """
+    from engine.records import new_event
+    from engine.run import Engine, parse_payload
+    from engine.sources import discover, load_sources, parse_scoped
+
+    try:
+        if event_path == "-":
+            raw = sys.stdin.buffer.read()
+            where = "<stdin>"
+        else:
+            where = event_path
+            try:
+                raw = Path(event_path).read_bytes()
+            except OSError as exc:
+                _fail(f"{event_path}: cannot read: {exc.strerror or exc}")
+        payload = parse_payload(raw, where)
+        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else str(Path.cwd())
+        specs = [parse_scoped(s) for s in settings_specs] or discover(str(cwd))
+        from engine.sources import find_project_root
+
+        eff = load_sources(specs, strict=not lenient, project_dir=find_project_root(str(cwd)))
+        for w in eff.warnings:
+            click.echo(f"hookaudit eval: warning: {w}", err=True)
+        event = new_event(payload, raw=raw.decode("utf-8", errors="replace"), source="eval")
+        engine = Engine(profile=profile, posture=posture)  # type: ignore[arg-type]
+        outcome = asyncio.run(_evaluate(engine, event, eff, wait_async))
+    except HookauditError as exc:
+        _fail(str(exc))
+        return
+    if fmt == "json":
+        click.echo(json.dumps(evaluation_json(outcome), indent=2, ensure_ascii=False))
+    elif fmt == "table":
+        _print_table(outcome)
+    else:
+        from engine.claude_output import render_claude
+        from engine.verdict import Decision
+
+        d = Decision(
+            blocked=outcome.blocked,
+            decision=outcome.decision,
+            reason=outcome.reason,
+            updated_input=outcome.updated_input,
+            additional_context=list(outcome.additional_context),
+            system_messages=list(outcome.system_messages),
+            continue_=outcome.continue_,
+            stop_reason=outcome.stop_reason,
+            specific=dict(outcome.specific),
+            errors=list(outcome.errors),
+        )
+        out, err, code = render_claude(outcome.event.event, d, profile=profile)  # type: ignore[arg-type]
+        if out:
+            sys.stdout.write(out if out.endswith("\n") else out + "\n")
+        if err:
+            sys.stderr.write(err if err.endswith("\n") else err + "\n")
+        sys.stdout.flush()
+        sys.exit(code)
+
+
+async def _evaluate(engine: Any, event: Any, eff: Any, wait_async: bool) -> Any:
+    outcome = await engine.evaluate(event, eff)
+    return outcome
+
+
+def _print_table(outcome: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    verdict = "BLOCKED" if outcome.blocked else "not blocked"
+    console.print(
+        f"[bold]{outcome.event.event}[/bold]: {verdict}; decision={outcome.decision} "
+        f"continue={outcome.continue_}"
+    )
+    if outcome.reason:
+        console.print(f"reason: {outcome.reason}")
+    table = Table("#", "type", "source", "matcher", "hook", "outcome", "exit", "ms", "error")
+    for i, r in enumerate(outcome.runs):
+        h = r.hook
+        what = h.command or h.url or h.prompt or h.callable or ""
+        table.add_row(
+            str(i), h.type, h.source, h.matcher or "", what[:60], r.outcome,
+            "" if r.exit_code is None else str(r.exit_code), f"{r.duration_ms:.1f}",
+            r.error_kind or "",
+        )
+    console.print(table)
+    for e in outcome.errors:
+        console.print(f"[yellow]error:[/yellow] {e}")
