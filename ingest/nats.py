@@ -1,0 +1,506 @@
+"""The NATS adapter: connecting, stream names and subjects, idempotent provisioning.
+
+This is the one module (with `ingest/embedded.py`, which runs a local server) that talks
+to nats-py. Its errors are translated here, once, with ``raise ... from``:
+
+- a server that cannot be reached, or JetStream that does not answer -> `Unavailable`
+- a stream or consumer that exists with settings we cannot use    -> `ProvisionError`
+- a credentials or TLS file that is missing or unreadable          -> `SettingsError`
+
+Every other module takes a `Names` instead of hard-coding stream names and subjects, so
+tests can run side by side on one server with a unique prefix each.
+
+Example:
+    >>> n = names("t1")
+    >>> n.events_stream, event_subject(n, "PreToolUse")
+    ('T1_HOOK_EVENTS', 't1.hooks.events.PreToolUse')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import re
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import nats.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js import api as js_api
+from nats.js import errors as js_errors
+
+from engine.errors import ProvisionError, SettingsError, Unavailable
+
+__all__ = [
+    "EVENTS_STREAM",
+    "EVENTS_SUBJECTS",
+    "OUTCOMES_STREAM",
+    "OUTCOMES_SUBJECTS",
+    "WORKER_CONSUMER",
+    "ConnectOptions",
+    "Names",
+    "ProvisionError",
+    "Unavailable",
+    "connect",
+    "event_subject",
+    "names",
+    "outcome_subject",
+    "provision",
+    "split_urls",
+    "subject_token",
+]
+
+_log = logging.getLogger("hookaudit.nats")
+
+EVENTS_STREAM = "HOOK_EVENTS"
+EVENTS_SUBJECTS = "hooks.events.>"
+OUTCOMES_STREAM = "HOOK_OUTCOMES"
+OUTCOMES_SUBJECTS = "hooks.outcomes.>"
+WORKER_CONSUMER = "workers"
+
+ACK_WAIT = 30.0
+MAX_ACK_PENDING = 10_000
+
+# JetStream API error codes we act on (nats-server's jetstream_errors_generated.go).
+_STREAM_NAME_IN_USE = 10058
+_STREAM_SUBJECT_OVERLAP = 10065
+
+_PREFIX_OK = re.compile(r"[A-Za-z0-9_-]+")
+_TOKEN_BAD = re.compile(r"[^A-Za-z0-9_-]")
+
+
+# -- names and subjects ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """Stream, subject and consumer names of one hookaudit deployment.
+
+    Example:
+        >>> Names().events_subjects
+        'hooks.events.>'
+    """
+
+    prefix: str = ""
+    events_stream: str = EVENTS_STREAM
+    outcomes_stream: str = OUTCOMES_STREAM
+    events_prefix: str = "hooks.events"
+    outcomes_prefix: str = "hooks.outcomes"
+    worker_consumer: str = WORKER_CONSUMER
+
+    @property
+    def events_subjects(self) -> str:
+        return f"{self.events_prefix}.>"
+
+    @property
+    def outcomes_subjects(self) -> str:
+        return f"{self.outcomes_prefix}.>"
+
+
+def names(prefix: str = "") -> Names:
+    """The names for `prefix`; the empty prefix gives the production names.
+
+    Example:
+        >>> names("t1").outcomes_subjects
+        't1.hooks.outcomes.>'
+    """
+    if not prefix:
+        return Names()
+    if not _PREFIX_OK.fullmatch(prefix):
+        raise ValueError(f"NATS name prefix {prefix!r}: expected letters, digits, '_' or '-'")
+    up, low = prefix.upper(), prefix.lower()
+    return Names(
+        prefix=prefix,
+        events_stream=f"{up}_{EVENTS_STREAM}",
+        outcomes_stream=f"{up}_{OUTCOMES_STREAM}",
+        events_prefix=f"{low}.hooks.events",
+        outcomes_prefix=f"{low}.hooks.outcomes",
+    )
+
+
+def subject_token(text: str) -> str:
+    """`text` made safe as one subject token: anything but [A-Za-z0-9_-] becomes '_'.
+
+    An event name comes from the agent; a '.', '*' or '>' in it must not change which
+    subjects a message lands on or which consumers see it.
+
+    Example:
+        >>> subject_token("a.b*>c d")
+        'a_b__c_d'
+    """
+    return _TOKEN_BAD.sub("_", text) or "_"
+
+
+def event_subject(names: Names, event_name: str) -> str:
+    """The subject an event is published on.
+
+    Example:
+        >>> event_subject(Names(), "Stop")
+        'hooks.events.Stop'
+    """
+    return f"{names.events_prefix}.{subject_token(event_name)}"
+
+
+def outcome_subject(names: Names, event_name: str, decision: str) -> str:
+    """The subject an outcome is published on, by event and decision.
+
+    Example:
+        >>> outcome_subject(Names(), "PreToolUse", "deny")
+        'hooks.outcomes.PreToolUse.deny'
+    """
+    return f"{names.outcomes_prefix}.{subject_token(event_name)}.{subject_token(decision)}"
+
+
+# -- connecting ------------------------------------------------------------------------
+
+
+def split_urls(url: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """A server list from a comma-separated string or a list of them.
+
+    Example:
+        >>> split_urls("nats://a:4222, nats://b:4222")
+        ('nats://a:4222', 'nats://b:4222')
+    """
+    parts = [url] if isinstance(url, str) else list(url)
+    servers = tuple(s.strip() for p in parts for s in p.split(",") if s.strip())
+    if not servers:
+        raise ValueError("NATS URL: expected one or more URLs like nats://127.0.0.1:4222")
+    return servers
+
+
+def _redact(url: str) -> str:
+    """`url` with any password replaced, for error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConnectOptions:
+    """How to reach NATS: servers, credentials, TLS, timeouts. Shared by every CLI command.
+
+    `max_reconnect` counts reconnect attempts per server after the first connection
+    (-1: forever); the first connection itself fails fast, so a command never hangs.
+
+    Example:
+        >>> ConnectOptions(servers=("nats://127.0.0.1:4222",)).name
+        'hookaudit'
+    """
+
+    servers: tuple[str, ...]
+    creds: str | None = None
+    nkey_seed: str | None = None
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    name: str = "hookaudit"
+    connect_timeout: float = 2.0
+    max_reconnect: int = 60
+    reconnect_wait: float = 2.0
+
+    async def connect(self) -> Client:
+        """Connect, or raise `Unavailable` naming the servers and why.
+
+        Example:
+            >>> nc = await ConnectOptions(servers=("nats://127.0.0.1:4222",)).connect()  # doctest: +SKIP
+        """
+        kwargs = self._client_kwargs()
+        first_errors: list[str] = []
+        connected = False
+
+        async def on_error(exc: Exception) -> None:
+            if connected:
+                _log.warning("NATS connection: %s", _describe(exc))
+            else:
+                first_errors.append(_describe(exc))
+
+        nc = Client()
+        try:
+            await nc.connect(error_cb=on_error, **kwargs)
+        except (OSError, nats.errors.Error) as e:
+            with contextlib.suppress(Exception):
+                await nc.close()
+            shown = ", ".join(_redact(s) for s in self.servers)
+            why = "; ".join(dict.fromkeys(first_errors)) or _describe(e)
+            raise Unavailable(f"cannot connect to NATS at {shown}: {why}") from e
+        connected = True
+        # nats-py applies one retry policy to the first connection and to reconnects
+        # (with max_reconnect_attempts=0 it even retries the first one forever). The
+        # first connection was made with a fail-fast policy; reconnects get the real one.
+        nc.options["max_reconnect_attempts"] = self.max_reconnect
+        nc.options["reconnect_time_wait"] = self.reconnect_wait
+        return nc
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        for label, file in (
+            ("--creds", self.creds),
+            ("--nkey", self.nkey_seed),
+            ("--tls-ca", self.tls_ca),
+            ("--tls-cert", self.tls_cert),
+            ("--tls-key", self.tls_key),
+        ):
+            if file is not None and not Path(file).is_file():
+                raise SettingsError(file, label, "file not found")
+        if (self.creds or self.nkey_seed) and importlib.util.find_spec("nkeys") is None:
+            raise SettingsError(
+                self.creds or self.nkey_seed or "",
+                "--creds" if self.creds else "--nkey",
+                "NATS credentials need the 'nkeys' package: pip install 'nats-py[nkeys]'",
+            )
+        kwargs: dict[str, Any] = {
+            "servers": list(self.servers),
+            "name": self.name,
+            "connect_timeout": self.connect_timeout,
+            # First connection: each server is tried twice (the least nats-py allows
+            # with a bounded count), 0.1 s apart. See connect() for reconnects.
+            "max_reconnect_attempts": 1,
+            "reconnect_time_wait": 0.1,
+            "user_credentials": self.creds,
+            "nkeys_seed": self.nkey_seed,
+            "user": self.user,
+            "password": self.password,
+            "token": self.token,
+        }
+        tls = self._tls_context()
+        if tls is not None:
+            kwargs["tls"] = tls
+        return kwargs
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        if self.tls_key and not self.tls_cert:
+            raise SettingsError(self.tls_key, "--tls-key", "a TLS key needs --tls-cert too")
+        wants_tls = any(s.startswith("tls://") for s in self.servers)
+        if not (wants_tls or self.tls_ca or self.tls_cert):
+            return None
+        try:
+            ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_ca)
+        except (OSError, ssl.SSLError) as e:
+            raise SettingsError(self.tls_ca or "", "--tls-ca", f"cannot load CA: {e}") from e
+        if self.tls_cert:
+            try:
+                ctx.load_cert_chain(self.tls_cert, self.tls_key)
+            except (OSError, ssl.SSLError) as e:
+                raise SettingsError(
+                    self.tls_cert, "--tls-cert", f"cannot load certificate/key: {e}"
+                ) from e
+        return ctx
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, nats.errors.NoServersError):
+        return "no server answered"
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return "timed out waiting for the server's INFO (is it a NATS server?)"
+    text = str(exc).strip() or type(exc).__name__
+    return text.removeprefix("nats: ")
+
+
+async def connect(
+    url: str | list[str],
+    *,
+    creds: str | None = None,
+    nkey_seed: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    token: str | None = None,
+    tls_ca: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    name: str = "hookaudit",
+    connect_timeout: float = 2.0,
+    max_reconnect: int = 60,
+    reconnect_wait: float = 2.0,
+) -> Client:
+    """Connect to NATS; `url` may be a comma-separated list. Close the client when done.
+
+    Example:
+        >>> nc = await connect("nats://127.0.0.1:4222")  # doctest: +SKIP
+        >>> await nc.close()  # doctest: +SKIP
+    """
+    opts = ConnectOptions(
+        servers=split_urls(url),
+        creds=creds,
+        nkey_seed=nkey_seed,
+        user=user,
+        password=password,
+        token=token,
+        tls_ca=tls_ca,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        name=name,
+        connect_timeout=connect_timeout,
+        max_reconnect=max_reconnect,
+        reconnect_wait=reconnect_wait,
+    )
+    return await opts.connect()
+
+
+# -- provisioning ----------------------------------------------------------------------
+
+
+def _stream_configs(
+    n: Names, replicas: int, duplicate_window: float
+) -> tuple[js_api.StreamConfig, ...]:
+    common: dict[str, Any] = {
+        "storage": js_api.StorageType.FILE,
+        "num_replicas": replicas,
+        "duplicate_window": duplicate_window,
+        "discard": js_api.DiscardPolicy.OLD,
+        # Limits, not workqueue: a workqueue stream deletes each event once a worker
+        # acks it and allows only one consumer per subject, so replay, a second worker
+        # pool or an audit tap could never read it again. Events must outlive the ack.
+        "retention": js_api.RetentionPolicy.LIMITS,
+    }
+    return (
+        js_api.StreamConfig(
+            name=n.events_stream,
+            description="hookaudit: hook events, verbatim; Nats-Msg-Id is the event id",
+            subjects=[n.events_subjects],
+            **common,
+        ),
+        js_api.StreamConfig(
+            name=n.outcomes_stream,
+            description="hookaudit: decisions, after they are appended to the log",
+            subjects=[n.outcomes_subjects],
+            **common,
+        ),
+    )
+
+
+def _worker_config(n: Names) -> js_api.ConsumerConfig:
+    return js_api.ConsumerConfig(
+        name=n.worker_consumer,
+        durable_name=n.worker_consumer,
+        description="hookaudit workers: ack after the outcome is durably appended",
+        deliver_policy=js_api.DeliverPolicy.ALL,
+        ack_policy=js_api.AckPolicy.EXPLICIT,
+        ack_wait=ACK_WAIT,
+        max_ack_pending=MAX_ACK_PENDING,
+        filter_subject=n.events_subjects,
+    )
+
+
+@contextlib.contextmanager
+def _jetstream_errors(what: str) -> Iterator[None]:
+    """Translate nats-py errors raised while provisioning `what`."""
+    try:
+        yield
+    except (
+        js_errors.ServiceUnavailableError,  # 503: no JetStream behind the API subject
+        nats.errors.NoRespondersError,
+        nats.errors.TimeoutError,
+    ) as e:
+        raise Unavailable(
+            f"{what}: JetStream did not answer; is it enabled (nats-server -js)?"
+        ) from e
+    except js_errors.APIError as e:
+        raise ProvisionError(f"{what}: {e.description} (err_code {e.err_code})") from e
+    except (OSError, nats.errors.Error) as e:
+        raise Unavailable(f"{what}: {_describe(e)}") from e
+
+
+def _value(x: object) -> object:
+    return x.value if isinstance(x, Enum) else x
+
+
+def _stream_conflicts(want: js_api.StreamConfig, have: js_api.StreamConfig) -> list[str]:
+    diffs = []
+    if sorted(have.subjects or []) != sorted(want.subjects or []):
+        diffs.append(f"subjects {have.subjects} (want {want.subjects})")
+    for field in ("storage", "retention"):
+        h, w = _value(getattr(have, field)), _value(getattr(want, field))
+        if h != w:
+            diffs.append(f"{field} {h} (want {w})")
+    return diffs
+
+
+def _consumer_conflicts(want: js_api.ConsumerConfig, have: js_api.ConsumerConfig) -> list[str]:
+    diffs = []
+    if have.filter_subject != want.filter_subject or have.filter_subjects:
+        shown = have.filter_subjects or have.filter_subject
+        diffs.append(f"filter {shown!r} (want {want.filter_subject!r})")
+    if _value(have.ack_policy) != _value(want.ack_policy):
+        diffs.append(f"ack_policy {_value(have.ack_policy)} (want explicit)")
+    if have.deliver_subject:
+        diffs.append(f"push consumer delivering to {have.deliver_subject} (want pull)")
+    return diffs
+
+
+async def _ensure_stream(js: JetStreamContext, want: js_api.StreamConfig) -> None:
+    name = want.name or ""
+    what = f"stream {name}"
+    with _jetstream_errors(what):
+        try:
+            info = await js.stream_info(name)
+        except js_errors.NotFoundError:
+            try:
+                await js.add_stream(want)
+                return
+            except js_errors.BadRequestError as e:
+                if e.err_code == _STREAM_SUBJECT_OVERLAP:
+                    raise ProvisionError(
+                        f"{what}: subjects {want.subjects} overlap another stream's; "
+                        "remove that stream or provision with another prefix"
+                    ) from e
+                if e.err_code != _STREAM_NAME_IN_USE:
+                    raise
+                # Someone created it between our lookup and our create: check theirs.
+                info = await js.stream_info(name)
+    diffs = _stream_conflicts(want, info.config)
+    if diffs:
+        raise ProvisionError(
+            f"{what} exists with incompatible settings: {'; '.join(diffs)}. "
+            f"Remove it (nats stream rm {name}) or provision with another prefix"
+        )
+
+
+async def _ensure_consumer(js: JetStreamContext, stream: str, want: js_api.ConsumerConfig) -> None:
+    name = want.durable_name or ""
+    what = f"consumer {name} on stream {stream}"
+    with _jetstream_errors(what):
+        try:
+            info = await js.consumer_info(stream, name)
+        except js_errors.NotFoundError:
+            # Creating with an identical config is idempotent on the server, so a
+            # concurrent provision racing us here is harmless.
+            info = await js.add_consumer(stream, want)
+    diffs = _consumer_conflicts(want, info.config)
+    if diffs:
+        raise ProvisionError(
+            f"{what} exists with incompatible settings: {'; '.join(diffs)}. "
+            f"Remove it (nats consumer rm {stream} {name})"
+        )
+
+
+async def provision(
+    js: JetStreamContext,
+    *,
+    replicas: int = 1,
+    duplicate_window: float = 120.0,
+    prefix: str = "",
+) -> None:
+    """Create the streams and the worker consumer, or check the ones that exist.
+
+    Existing streams whose subjects, storage and retention match are left as they are
+    (an operator may have tuned limits or replicas); others raise `ProvisionError`.
+
+    Example:
+        >>> await provision(nc.jetstream(), prefix="t1")  # doctest: +SKIP
+    """
+    n = names(prefix)
+    for config in _stream_configs(n, replicas, duplicate_window):
+        await _ensure_stream(js, config)
+    await _ensure_consumer(js, n.events_stream, _worker_config(n))

