@@ -1,0 +1,170 @@
+"""`hookaudit demo`: the whole pipeline on one machine, in one command.
+
+Starts the embedded NATS server and a worker with the example security policy,
+plays a set of realistic agent sessions through it the way Claude Code would (each
+PreToolUse waits for its decision; a denied tool call never runs, so it gets no
+PostToolUse), verifies the log, prints a report, and stops everything it started.
+
+Example:
+    $ hookaudit demo --sessions 30
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from engine.records import encode_msgpack, new_event
+from ingest.embedded import start_embedded, stop_embedded
+from ingest.log import iter_outcomes, verify
+from ingest.nats import ConnectOptions, event_subject, names, provision
+from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
+from ingest.samples import sessions
+from ingest.worker import Worker
+
+__all__ = ["DemoResult", "default_policy", "run_demo"]
+
+_reply_dec = msgspec.msgpack.Decoder(Reply)
+
+
+def default_policy() -> Path:
+    """The example policy shipped in ``infra/policies/security.json``."""
+    here = Path(__file__).resolve().parent.parent / "infra" / "policies" / "security.json"
+    return here
+
+
+@dataclass
+class DemoResult:
+    data_dir: Path
+    published: int = 0
+    sessions: int = 0
+    seconds: float = 0.0
+    decisions: Counter[str] = field(default_factory=Counter)
+    events: Counter[str] = field(default_factory=Counter)
+    denied: Counter[str] = field(default_factory=Counter)
+    asked: Counter[str] = field(default_factory=Counter)
+    verified: bool = False
+    verify_message: str = ""
+    records: int = 0
+
+
+async def _play_session(nc: Any, js: Any, evs: list[dict[str, Any]], n: Any) -> int:
+    """Publish one session's events in order; wait for each PreToolUse decision."""
+    published = 0
+    skip_tool_use: set[str] = set()
+    for raw in evs:
+        user, host = raw.pop("_user"), raw.pop("_host")
+        if raw.get("tool_use_id") in skip_tool_use and raw["hook_event_name"] != "PreToolUse":
+            continue  # the tool was denied: Claude Code never runs it, so no PostToolUse
+        event = new_event(raw, source="demo", host=host, user=user)
+        data = encode_msgpack(event)
+        headers = {MSG_ID: event.id}
+        if raw["hook_event_name"] == "PreToolUse":
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox, max_msgs=1)
+            headers[REPLY_HEADER] = inbox
+            await js.publish(event_subject(n, event.event), data, headers=headers)
+            msg = await sub.next_msg(timeout=30)
+            reply = _reply_dec.decode(msg.data)
+            if reply.outcome is not None and reply.outcome.decision == "deny":
+                skip_tool_use.add(str(raw.get("tool_use_id")))
+        else:
+            await js.publish(event_subject(n, event.event), data, headers=headers)
+        published += 1
+    return published
+
+
+async def run_demo(
+    data_dir: Path | None = None,
+    *,
+    n_sessions: int = 30,
+    seed: int = 7,
+    policy: Path | None = None,
+    parallel: int = 8,
+    progress: Callable[[int], None] | None = None,
+) -> DemoResult:
+    """Run the demo end to end and return what happened (the caller prints it)."""
+    d = data_dir or Path(tempfile.mkdtemp(prefix="hookaudit-demo-"))
+    result = DemoResult(data_dir=d)
+    started = time.perf_counter()
+    server = start_embedded(d)
+    try:
+        co = ConnectOptions(servers=(server.url,))
+        nc = await co.connect()
+        try:
+            js = nc.jetstream()
+            await provision(js)
+            n = names()
+            worker = Worker(
+                data_dir=d,
+                settings=[("project", str(policy or default_policy()))],
+                connect=co,
+                names=n,
+                name="demo-1",
+                workdir=str(d),
+            )
+            worker_task = asyncio.create_task(worker.run())
+            by_session: dict[str, list[dict[str, Any]]] = {}
+            for ev in sessions(n_sessions, seed=seed):
+                by_session.setdefault(ev["session_id"], []).append(ev)
+            queue = list(by_session.values())
+            result.sessions = len(queue)
+
+            async def lane() -> None:
+                while queue:
+                    evs = queue.pop(0)
+                    result.published += await _play_session(nc, js, evs, n)
+                    if progress is not None:
+                        progress(result.published)
+
+            await asyncio.gather(*(lane() for _ in range(parallel)))
+            deadline = time.monotonic() + 60
+            while worker.stats.events < result.published and time.monotonic() < deadline:
+                if worker_task.done():
+                    worker_task.result()
+                await asyncio.sleep(0.05)
+            worker.stop()
+            await worker_task
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
+    finally:
+        stop_embedded(d)
+    for o in iter_outcomes(d):
+        result.records += 1
+        result.events[o.event.event] += 1
+        result.decisions[o.decision or "none"] += 1
+        if o.event.event == "PreToolUse" and o.decision in ("deny", "ask"):
+            what = _describe_call(o.event.payload)
+            (result.denied if o.decision == "deny" else result.asked)[what] += 1
+        elif o.blocked and o.event.event == "UserPromptSubmit":
+            result.denied["prompt: " + (o.reason or "")] += 1
+    report = verify(d)
+    result.verified = report.ok
+    result.verify_message = (
+        f"{report.records} records, chain intact" if report.ok else str(report.first_error)
+    )
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+_payload = msgspec.json.Decoder(dict[str, Any])
+
+
+def _describe_call(payload: str) -> str:
+    p = _payload.decode(payload)
+    ti = p.get("tool_input") or {}
+    tool = p.get("tool_name", "?")
+    if tool == "Bash":
+        return f"Bash: {ti.get('command', '')}"
+    return f"{tool}: {ti.get('file_path') or ti.get('url') or ''}"
+

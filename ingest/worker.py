@@ -1,0 +1,275 @@
+"""The worker: consume hook events, evaluate them, append outcomes, then ack and answer.
+
+Rules of this file:
+- Ack only **after** the batch's outcomes are durably appended (one fsync per batch).
+  A crash before the ack re-delivers; the log drops the re-delivered duplicate by its
+  idempotency key and the stored outcome is published and answered again.
+- Each outcome is published on the outcomes stream and its PubAck awaited before the
+  event is acked, so a SIEM forwarder reading that stream misses nothing.
+- A waiting emitter gets its Reply only after the append: nobody acts on a decision
+  that is not on disk.
+- An undecodable message is terminated (never redelivered), kept in
+  ``<data-dir>/rejects/`` with the reason, and counted.
+- SIGTERM finishes the batch in hand and exits; SIGHUP reloads the settings.
+
+Example:
+    $ hookaudit worker --data-dir D --settings project:infra/policies/security.json
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from engine.errors import SettingsError, Unavailable
+from engine.executors.command import CommandExecutor
+from engine.records import HookEvent, Outcome, decode_event_msgpack, encode_msgpack, uuid7
+from engine.run import Engine
+from engine.sources import Effective, load_sources
+from ingest.log import LogWriter
+from ingest.nats import ConnectOptions, Names, outcome_subject, provision
+from ingest.protocol import MSG_ID, REPLY_HEADER, Reply, idempotency_key
+
+__all__ = ["Worker", "WorkerStats"]
+
+_log = logging.getLogger("hookaudit.worker")
+
+
+@dataclass
+class WorkerStats:
+    events: int = 0
+    appended: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    replies: int = 0
+    batches: int = 0
+    started: float = field(default_factory=time.time)
+
+
+class _AckWaiter:
+    """Publishes to JetStream with one shared inbox and awaits PubAcks in bulk.
+
+    nats-py's `js.publish` makes a request per message; this keeps many publishes in
+    flight on one wildcard subscription, like the Go client's PublishAsync.
+    """
+
+    def __init__(self, nc: Any) -> None:
+        self.nc = nc
+        self.prefix = f"_INBOX.hookaudit.{uuid7().replace('-', '')}"
+        self.pending: dict[str, asyncio.Future[bytes]] = {}
+        self.n = 0
+        self.sub: Any = None
+
+    async def start(self) -> None:
+        self.sub = await self.nc.subscribe(self.prefix + ".*", cb=self._on_ack)
+
+    async def _on_ack(self, msg: Any) -> None:
+        fut = self.pending.pop(msg.subject, None)
+        if fut is not None and not fut.done():
+            fut.set_result(msg.data)
+
+    async def publish(self, subject: str, data: bytes, headers: dict[str, str]) -> asyncio.Future[bytes]:
+        self.n += 1
+        inbox = f"{self.prefix}.{self.n}"
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.pending[inbox] = fut
+        await self.nc.publish(subject, data, reply=inbox, headers=headers)
+        return fut
+
+    async def wait(self, futures: Sequence[asyncio.Future[bytes]], timeout: float) -> None:
+        if not futures:
+            return
+        await self.nc.flush()
+        try:
+            acks = await asyncio.wait_for(asyncio.gather(*futures), timeout)
+        except TimeoutError as exc:
+            for f in futures:
+                f.cancel()
+            raise Unavailable("JetStream did not acknowledge outcome publications in time") from exc
+        for ack in acks:
+            if b'"error"' in ack:
+                raise Unavailable(f"JetStream refused an outcome: {ack[:200]!r}")
+
+
+class Worker:
+    """One worker process: owns a log chain and shares the durable consumer."""
+
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        settings: Sequence[tuple[str, str]],
+        connect: ConnectOptions,
+        names: Names,
+        posture: Literal["compat", "enforcing"] | None = None,
+        profile: Literal["current", "legacy"] = "current",
+        name: str | None = None,
+        workdir: str | None = None,
+        batch: int = 256,
+        concurrency: int = 64,
+        log_key: bytes | None = None,
+        max_segment_bytes: int = 64 * 1024 * 1024,
+        max_segment_age: float = 3600.0,
+        on_batch: Callable[[WorkerStats], None] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.specs = list(settings)
+        self.connect_options = connect
+        self.names = names
+        self.posture = posture
+        self.profile = profile
+        self.name = name
+        self.workdir = workdir
+        self.batch = batch
+        self.sem = asyncio.Semaphore(concurrency)
+        self.log_key = log_key
+        self.max_segment_bytes = max_segment_bytes
+        self.max_segment_age = max_segment_age
+        self.on_batch = on_batch
+        self.stats = WorkerStats()
+        self.stopping = asyncio.Event()
+        self.eff: Effective = load_sources(self.specs)
+        self.engine = Engine(
+            {"command": CommandExecutor(workdir=workdir)}, posture=posture, profile=profile
+        )
+        self.writer: LogWriter | None = None
+
+    # -- settings ----------------------------------------------------------------------
+    def reload(self) -> None:
+        """Re-read the settings files; keep the old ones when the new ones are invalid."""
+        try:
+            eff = load_sources(self.specs)
+        except SettingsError as exc:
+            _log.error("settings reload failed, keeping %s: %s", self.eff.settings_id, exc)
+            return
+        _log.warning("settings reloaded: %s -> %s", self.eff.settings_id, eff.settings_id)
+        self.eff = eff
+
+    def _open_log(self) -> LogWriter:
+        kwargs: dict[str, Any] = {
+            "max_bytes": self.max_segment_bytes,
+            "max_age_s": self.max_segment_age,
+        }
+        if self.log_key is not None:
+            kwargs["key"] = self.log_key
+        if self.name:
+            return LogWriter.open(self.data_dir, self.name, **kwargs)
+        host = socket.gethostname().split(".")[0] or "worker"
+        for i in range(1, 1000):
+            try:
+                writer = LogWriter.open(self.data_dir, f"{host}-{i}", **kwargs)
+            except Unavailable:
+                continue  # another live worker holds this chain; take the next one
+            self.name = f"{host}-{i}"
+            return writer
+        raise Unavailable("no free worker chain name; pass --name")
+
+    # -- main loop ---------------------------------------------------------------------
+    async def run(self) -> WorkerStats:
+        """Run until `stop()` (or SIGTERM when installed by the CLI)."""
+        nc = await self.connect_options.connect()
+        try:
+            js = nc.jetstream()
+            await provision(js, prefix=self.names.prefix)
+            sub = await js.pull_subscribe_bind(
+                self.names.worker_consumer, stream=self.names.events_stream
+            )
+            acks = _AckWaiter(nc)
+            await acks.start()
+            self.writer = self._open_log()
+            _log.info("worker %s consuming %s", self.name, self.names.events_stream)
+            while not self.stopping.is_set():
+                try:
+                    msgs = await sub.fetch(self.batch, timeout=0.5)
+                except TimeoutError:
+                    continue
+                except Exception as exc:  # nats-py raises its own timeout type
+                    if type(exc).__name__ in ("TimeoutError", "FetchTimeoutError"):
+                        continue
+                    raise
+                await self._handle(nc, acks, msgs)
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+            await nc.drain()
+        return self.stats
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def _evaluate(self, event: HookEvent) -> Outcome:
+        async with self.sem:
+            return await self.engine.evaluate(event, self.eff)
+
+    async def _handle(self, nc: Any, acks: _AckWaiter, msgs: list[Any]) -> None:
+        assert self.writer is not None
+        events: list[tuple[Any, HookEvent]] = []
+        for msg in msgs:
+            try:
+                events.append((msg, decode_event_msgpack(msg.data)))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                self._reject(msg, f"undecodable event: {exc}")
+                await msg.term()
+        if not events:
+            return
+        outcomes = await asyncio.gather(*(self._evaluate(ev) for _, ev in events))
+        stored = self.writer.append_batch(outcomes)
+        by_key = {idempotency_key(o.event.id, o.settings_id, o.replay_id): o for o in stored}
+        final: list[Outcome] = []
+        for o in outcomes:
+            key = idempotency_key(o.event.id, o.settings_id, o.replay_id)
+            kept = by_key.get(key)
+            if kept is None:
+                self.stats.duplicates += 1
+                kept = self.writer.lookup(key) or o
+            final.append(kept)
+        futures = []
+        for o in final:
+            subject = outcome_subject(self.names, o.event.event, o.decision or "none")
+            headers = {MSG_ID: idempotency_key(o.event.id, o.settings_id, o.replay_id)}
+            futures.append(await acks.publish(subject, encode_msgpack(o), headers))
+        await acks.wait(futures, timeout=10.0)
+        for (msg, ev), o in zip(events, final, strict=True):
+            reply = (msg.headers or {}).get(REPLY_HEADER)
+            if reply:
+                await nc.publish(reply, encode_msgpack(Reply(event_id=ev.id, outcome=o)))
+                self.stats.replies += 1
+            await msg.ack()
+        await nc.flush()
+        self.stats.events += len(events)
+        self.stats.appended += len(stored)
+        self.stats.batches += 1
+        if self.on_batch is not None:
+            self.on_batch(self.stats)
+
+    def _reject(self, msg: Any, why: str) -> None:
+        self.stats.rejected += 1
+        d = self.data_dir / "rejects"
+        d.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        (d / f"{stamp}-worker.bin").write_bytes(msg.data[: 8 * 1024 * 1024])
+        (d / f"{stamp}-worker.why").write_text(f"{msg.subject}: {why}\n")
+        _log.error("rejected message on %s: %s", msg.subject, why)
+
+
+def install_signals(worker: Worker) -> None:
+    """SIGTERM/SIGINT: finish the batch and exit. SIGHUP: reload settings."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, worker.stop)
+    loop.add_signal_handler(signal.SIGINT, worker.stop)
+    loop.add_signal_handler(signal.SIGHUP, worker.reload)
+
+
+def worker_pid_file(data_dir: Path) -> Path:
+    return data_dir / "run" / f"worker-{os.getpid()}.pid"
