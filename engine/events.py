@@ -125,7 +125,13 @@ _SPECS: tuple[EventSpec, ...] = (
     EventSpec("PreCompact", "trigger", "block", True, _s(), _NO_LLM, legacy_exit2="ignored"),
     EventSpec("PostCompact", "trigger", "user", False, _s(), _NO_LLM),
     EventSpec(
-        "PermissionRequest", "tool_name", "ignored", False, _s("decision"), ALL_TYPES, tool_event=True
+        "PermissionRequest",
+        "tool_name",
+        "ignored",
+        False,
+        _s("decision"),
+        ALL_TYPES,
+        tool_event=True,
     ),
     EventSpec(
         "PermissionDenied", "tool_name", "ignored", False, _s("retry"), ALL_TYPES, tool_event=True
@@ -170,10 +176,24 @@ _SPECS: tuple[EventSpec, ...] = (
     # agent-core's informational events ([003]): fire-and-forget, never block. Their
     # matcher targets are not in the seed text, so they have none here.
     EventSpec(
-        "PreModelCall", None, "ignored", False, _s(), ALL_TYPES, informational=True, origin="agent-core"
+        "PreModelCall",
+        None,
+        "ignored",
+        False,
+        _s(),
+        ALL_TYPES,
+        informational=True,
+        origin="agent-core",
     ),
     EventSpec(
-        "PostModelCall", None, "ignored", False, _s(), ALL_TYPES, informational=True, origin="agent-core"
+        "PostModelCall",
+        None,
+        "ignored",
+        False,
+        _s(),
+        ALL_TYPES,
+        informational=True,
+        origin="agent-core",
     ),
     EventSpec(
         "PermissionDecision",

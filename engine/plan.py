@@ -94,7 +94,10 @@ def identity_of(entry: Entry) -> HookIdentity:
     }
     if isinstance(h, CommandHook):
         return HookIdentity(
-            **common, command=h.command, args=h.args, shell=h.shell,
+            **common,
+            command=h.command,
+            args=h.args,
+            shell=h.shell,
             is_async=h.async_ or h.asyncRewake,
         )
     if isinstance(h, HttpHook):
@@ -134,8 +137,10 @@ def _type_allowed(event: str, hook_type: str, profile: Profile) -> bool:
 
 
 def _env_file(home: str, session_id: str, event: str, index: int) -> str:
-    sid = session_id if session_id and not _SESSION_ID_SAFE.search(session_id) else (
-        hashlib.sha256(session_id.encode()).hexdigest()[:32]
+    sid = (
+        session_id
+        if session_id and not _SESSION_ID_SAFE.search(session_id)
+        else (hashlib.sha256(session_id.encode()).hexdigest()[:32])
     )
     return f"{home}/.claude/session-env/{sid}/{event.lower()}-hook-{index}.sh"
 
@@ -215,8 +220,10 @@ def plan(
             env["CLAUDE_PLUGIN_ROOT"] = entry.plugin_root
             if entry.plugin_data:
                 env["CLAUDE_PLUGIN_DATA"] = entry.plugin_data
-        if event in _ENV_FILE_EVENTS and isinstance(entry.hook, CommandHook) and (
-            entry.hook.shell in (None, "bash")
+        if (
+            event in _ENV_FILE_EVENTS
+            and isinstance(entry.hook, CommandHook)
+            and (entry.hook.shell in (None, "bash"))
         ):
             env["CLAUDE_ENV_FILE"] = _env_file(
                 home, session_id if isinstance(session_id, str) else "", event, index

@@ -99,9 +99,7 @@ class PythonHook(_Common):
     """hookaudit's extension: an in-process callable ``package.module:function``."""
 
     type: Literal["python"]
-    callable: Annotated[
-        str, Field(pattern=r"^(?:[A-Za-z_][\w.]*|[^:\x00]+\.py):[A-Za-z_][\w.]*$")
-    ]
+    callable: Annotated[str, Field(pattern=r"^(?:[A-Za-z_][\w.]*|[^:\x00]+\.py):[A-Za-z_][\w.]*$")]
 
 
 class UnknownHook(_Common):
@@ -161,24 +159,30 @@ def _first_error(exc: pydantic.ValidationError, prefix: str) -> tuple[str, str]:
     return path, err["msg"]
 
 
-def _parse_hook(raw: object, file: str, path: str, warnings: list[str], strict: bool) -> Hook | None:
+def _parse_hook(
+    raw: object, file: str, path: str, warnings: list[str], strict: bool
+) -> Hook | None:
     if not isinstance(raw, dict):
-        return _bad(file, path, "expected an object", warnings, strict)
+        _bad(file, path, "expected an object", warnings, strict)
+        return None
     kind = raw.get("type")
     if not isinstance(kind, str) or not kind:
-        return _bad(file, path + ".type", "missing or not a string", warnings, strict)
+        _bad(file, path + ".type", "missing or not a string", warnings, strict)
+        return None
     if kind not in _KNOWN_TYPES:
         warnings.append(f"{file}: {path}.type: unknown hook type {kind!r}")
         try:
             return UnknownHook.model_validate(raw)
         except pydantic.ValidationError as exc:
             where, why = _first_error(exc, path)
-            return _bad(file, where, why, warnings, strict)
+            _bad(file, where, why, warnings, strict)
+            return None
     try:
         hook: Hook = _known_adapter.validate_python(raw)
     except pydantic.ValidationError as exc:
         where, why = _first_error(exc, path)
-        return _bad(file, where, why, warnings, strict)
+        _bad(file, where, why, warnings, strict)
+        return None
     if isinstance(hook, PythonHook):
         hook = _anchor_python_file(hook, file)
     return hook
@@ -200,20 +204,26 @@ def _bad(file: str, path: str, why: str, warnings: list[str], strict: bool) -> N
     return None
 
 
-def _parse_group(raw: object, file: str, path: str, warnings: list[str], strict: bool) -> Group | None:
+def _parse_group(
+    raw: object, file: str, path: str, warnings: list[str], strict: bool
+) -> Group | None:
     if not isinstance(raw, dict):
-        return _bad(file, path, "expected an object with 'hooks'", warnings, strict)
+        _bad(file, path, "expected an object with 'hooks'", warnings, strict)
+        return None
     matcher = raw.get("matcher")
     if matcher is not None and not isinstance(matcher, str):
-        return _bad(file, path + ".matcher", "expected a string", warnings, strict)
+        _bad(file, path + ".matcher", "expected a string", warnings, strict)
+        return None
     hooks_raw = raw.get("hooks")
     if not isinstance(hooks_raw, list):
-        return _bad(file, path + ".hooks", "expected a list of hooks", warnings, strict)
+        _bad(file, path + ".hooks", "expected a list of hooks", warnings, strict)
+        return None
     env = raw.get("env") or {}
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in env.items()
     ):
-        return _bad(file, path + ".env", "expected an object of strings", warnings, strict)
+        _bad(file, path + ".env", "expected an object of strings", warnings, strict)
+        return None
     hooks: list[Hook] = []
     for i, h in enumerate(hooks_raw):
         parsed = _parse_hook(h, file, f"{path}.hooks[{i}]", warnings, strict)

@@ -125,8 +125,18 @@ def merge(sources: Sequence[Source], *, project_dir: str | None = None) -> Effec
             for g in groups:
                 for h in g.hooks:
                     entries.setdefault(event, []).append(
-                        Entry(event, s.scope, s.file, g.matcher, h, g.env, s.base_dir, order,
-                              s.plugin_root, s.plugin_data)
+                        Entry(
+                            event,
+                            s.scope,
+                            s.file,
+                            g.matcher,
+                            h,
+                            g.env,
+                            s.base_dir,
+                            order,
+                            s.plugin_root,
+                            s.plugin_data,
+                        )
                     )
                     order += 1
                     if event == "SessionEnd" and s.scope != "plugin" and h.timeout is not None:
@@ -148,7 +158,9 @@ def merge(sources: Sequence[Source], *, project_dir: str | None = None) -> Effec
     posture: dict[str, str] = {}
     for s in ordered:
         if s.settings.allowedHttpHookUrls is not None:
-            urls = (urls or []) + [u for u in s.settings.allowedHttpHookUrls if u not in (urls or [])]
+            urls = (urls or []) + [
+                u for u in s.settings.allowedHttpHookUrls if u not in (urls or [])
+            ]
         if s.settings.httpHookAllowedEnvVars is not None:
             env_allow = (env_allow or []) + [
                 v for v in s.settings.httpHookAllowedEnvVars if v not in (env_allow or [])
@@ -214,7 +226,9 @@ def load_sources(
     sources: list[Source] = []
     for scope, raw_path in specs:
         if scope not in SCOPES:
-            raise SettingsError(raw_path, "", f"unknown scope {scope!r} (one of {', '.join(SCOPES)})")
+            raise SettingsError(
+                raw_path, "", f"unknown scope {scope!r} (one of {', '.join(SCOPES)})"
+            )
         path = Path(raw_path).expanduser()
         if scope == "plugin":
             hooks_file, root = _plugin_paths(path)

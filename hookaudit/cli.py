@@ -20,9 +20,15 @@ __all__ = ["COMMANDS", "main"]
 # name -> ("module:attribute", one-line help shown by `hookaudit --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("ingest.cli:demo_cmd", "Run the whole pipeline once on sample sessions and report."),
-    "eval": ("hookaudit.eval_cmd:eval_cmd", "Run the engine once on one event and print the decision."),
+    "eval": (
+        "hookaudit.eval_cmd:eval_cmd",
+        "Run the engine once on one event and print the decision.",
+    ),
     "nats": ("ingest.cli:nats_group", "The embedded NATS server: up, down, status."),
-    "worker": ("ingest.cli:worker_cmd", "Consume events, evaluate, append to the log, ack, answer."),
+    "worker": (
+        "ingest.cli:worker_cmd",
+        "Consume events, evaluate, append to the log, ack, answer.",
+    ),
     "verify": ("ingest.cli:verify_cmd", "Check the log's hash chains and manifests."),
     "log": ("ingest.cli:log_group", "The append-only log: seal."),
 }

@@ -83,20 +83,40 @@ def _fail(message: str) -> None:
     metavar="PATH|-",
     help="The hook input JSON (a file, or - for stdin).",
 )
-@click.option("--posture", type=click.Choice(["compat", "enforcing"]), default=None,
-              help="compat: hook errors never block (Claude Code). enforcing: at PreToolUse an "
-              "error, timeout or unknown hook type denies. Default: per event from settings "
-              "(hookauditPosture), else compat.")
-@click.option("--profile", type=click.Choice(["current", "legacy"]), default="current",
-              show_default=True, help="Claude Code behaviour to reproduce (legacy = v2.1.88).")
-@click.option("--format", "fmt", type=click.Choice(["json", "claude", "table"]), default="json",
-              show_default=True, help="claude: print and exit exactly as one Claude Code command "
-              "hook expressing the whole decision.")
-@click.option("--lenient", is_flag=True,
-              help="Skip malformed hook entries with a warning, as Claude Code does, "
-              "instead of failing.")
-@click.option("--wait-async", is_flag=True,
-              help="Wait for background (async) hooks and report their late results.")
+@click.option(
+    "--posture",
+    type=click.Choice(["compat", "enforcing"]),
+    default=None,
+    help="compat: hook errors never block (Claude Code). enforcing: at PreToolUse an "
+    "error, timeout or unknown hook type denies. Default: per event from settings "
+    "(hookauditPosture), else compat.",
+)
+@click.option(
+    "--profile",
+    type=click.Choice(["current", "legacy"]),
+    default="current",
+    show_default=True,
+    help="Claude Code behaviour to reproduce (legacy = v2.1.88).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "claude", "table"]),
+    default="json",
+    show_default=True,
+    help="claude: print and exit exactly as one Claude Code command "
+    "hook expressing the whole decision.",
+)
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="Skip malformed hook entries with a warning, as Claude Code does, instead of failing.",
+)
+@click.option(
+    "--wait-async",
+    is_flag=True,
+    help="Wait for background (async) hooks and report their late results.",
+)
 def eval_cmd(
     settings_specs: tuple[str, ...],
     event_path: str,
@@ -197,8 +217,14 @@ def _print_table(outcome: Any) -> None:
         h = r.hook
         what = h.command or h.url or h.prompt or h.callable or ""
         table.add_row(
-            str(i), h.type, h.source, h.matcher or "", what[:60], r.outcome,
-            "" if r.exit_code is None else str(r.exit_code), f"{r.duration_ms:.1f}",
+            str(i),
+            h.type,
+            h.source,
+            h.matcher or "",
+            what[:60],
+            r.outcome,
+            "" if r.exit_code is None else str(r.exit_code),
+            f"{r.duration_ms:.1f}",
             r.error_kind or "",
         )
     console.print(table)

@@ -34,35 +34,69 @@ def data_dir_option(f: F) -> F:
 def connection_options(f: F) -> F:
     """--nats, --creds, --user, --password, --tls-ca, --prefix (shared by NATS commands)."""
     opts = [
-        click.option("--nats", "nats_url", envvar="HOOKAUDIT_NATS_URL", default=None,
-                     help="NATS URL(s), comma-separated (env HOOKAUDIT_NATS_URL). Default: the "
-                     "embedded server recorded in --data-dir."),
-        click.option("--creds", type=click.Path(dir_okay=False), default=None,
-                     help="NATS credentials file."),
-        click.option("--nkey", "nkey_seed", type=click.Path(dir_okay=False), default=None,
-                     help="NATS nkey seed file."),
+        click.option(
+            "--nats",
+            "nats_url",
+            envvar="HOOKAUDIT_NATS_URL",
+            default=None,
+            help="NATS URL(s), comma-separated (env HOOKAUDIT_NATS_URL). Default: the "
+            "embedded server recorded in --data-dir.",
+        ),
+        click.option(
+            "--creds", type=click.Path(dir_okay=False), default=None, help="NATS credentials file."
+        ),
+        click.option(
+            "--nkey",
+            "nkey_seed",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="NATS nkey seed file.",
+        ),
         click.option("--user", default=None, help="NATS user."),
-        click.option("--password", envvar="HOOKAUDIT_NATS_PASSWORD", default=None,
-                     help="NATS password (env HOOKAUDIT_NATS_PASSWORD)."),
-        click.option("--tls-ca", type=click.Path(dir_okay=False), default=None,
-                     help="CA bundle to verify a TLS NATS server."),
-        click.option("--prefix", default="", hidden=True,
-                     help="Stream/subject prefix (tests run side by side with it)."),
+        click.option(
+            "--password",
+            envvar="HOOKAUDIT_NATS_PASSWORD",
+            default=None,
+            help="NATS password (env HOOKAUDIT_NATS_PASSWORD).",
+        ),
+        click.option(
+            "--tls-ca",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="CA bundle to verify a TLS NATS server.",
+        ),
+        click.option(
+            "--prefix",
+            default="",
+            hidden=True,
+            help="Stream/subject prefix (tests run side by side with it).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
 
 
-def build_connect(data_dir: Path, nats_url: str | None, creds: str | None, nkey_seed: str | None,
-                  user: str | None, password: str | None, tls_ca: str | None) -> Any:
+def build_connect(
+    data_dir: Path,
+    nats_url: str | None,
+    creds: str | None,
+    nkey_seed: str | None,
+    user: str | None,
+    password: str | None,
+    tls_ca: str | None,
+) -> Any:
     from ingest.embedded import resolve_url
     from ingest.nats import ConnectOptions, split_urls
 
     url = resolve_url(nats_url, data_dir)
     return ConnectOptions(
-        servers=split_urls(url), creds=creds, nkey_seed=nkey_seed, user=user,
-        password=password, tls_ca=tls_ca,
+        servers=split_urls(url),
+        creds=creds,
+        nkey_seed=nkey_seed,
+        user=user,
+        password=password,
+        tls_ca=tls_ca,
     )
 
 
@@ -132,9 +166,16 @@ def nats_down(data_dir: Path | None) -> None:
 @nats_group.command("status")
 @data_dir_option
 @connection_options
-def nats_status(data_dir: Path | None, nats_url: str | None, creds: str | None,
-                nkey_seed: str | None, user: str | None, password: str | None,
-                tls_ca: str | None, prefix: str) -> None:
+def nats_status(
+    data_dir: Path | None,
+    nats_url: str | None,
+    creds: str | None,
+    nkey_seed: str | None,
+    user: str | None,
+    password: str | None,
+    tls_ca: str | None,
+    prefix: str,
+) -> None:
     """Show the server, streams and consumers as JSON; exit 1 when NATS is unreachable.
 
     \b
@@ -157,16 +198,22 @@ def nats_status(data_dir: Path | None, nats_url: str | None, creds: str | None,
             for stream in (n.events_stream, n.outcomes_stream):
                 try:
                     info = await js.stream_info(stream)
-                    streams[stream] = {"messages": info.state.messages, "bytes": info.state.bytes,
-                                       "last_seq": info.state.last_seq}
+                    streams[stream] = {
+                        "messages": info.state.messages,
+                        "bytes": info.state.bytes,
+                        "last_seq": info.state.last_seq,
+                    }
                 except Exception as exc:  # reported, not raised: status must always print
                     streams[stream] = {"error": str(exc) or type(exc).__name__}
             out["streams"] = streams
             try:
                 ci = await js.consumer_info(n.events_stream, n.worker_consumer)
-                out["consumer"] = {"name": n.worker_consumer, "pending": ci.num_pending,
-                                   "ack_pending": ci.num_ack_pending,
-                                   "redelivered": ci.num_redelivered}
+                out["consumer"] = {
+                    "name": n.worker_consumer,
+                    "pending": ci.num_pending,
+                    "ack_pending": ci.num_ack_pending,
+                    "redelivered": ci.num_redelivered,
+                }
             except Exception as exc:
                 out["consumer"] = {"error": str(exc) or type(exc).__name__}
         finally:
@@ -184,29 +231,71 @@ def nats_status(data_dir: Path | None, nats_url: str | None, creds: str | None,
 @click.command("worker")
 @data_dir_option
 @connection_options
-@click.option("--settings", "settings_specs", multiple=True, required=True, metavar="[SCOPE:]PATH",
-              help="Settings files to evaluate with (repeatable; SCOPE default project).")
-@click.option("--posture", type=click.Choice(["compat", "enforcing"]), default=None,
-              help="Override the posture for every event.")
-@click.option("--profile", type=click.Choice(["current", "legacy"]), default="current",
-              show_default=True)
-@click.option("--name", default=None,
-              help="This worker's log chain name (default <host>-<n>, the first free one).")
-@click.option("--workdir", type=click.Path(file_okay=False), default=None,
-              help="Where command hooks run when the event's cwd does not exist on this machine "
-              "(events come from other hosts). Default: this process's working directory. The "
-              "event JSON still carries the original cwd.")
+@click.option(
+    "--settings",
+    "settings_specs",
+    multiple=True,
+    required=True,
+    metavar="[SCOPE:]PATH",
+    help="Settings files to evaluate with (repeatable; SCOPE default project).",
+)
+@click.option(
+    "--posture",
+    type=click.Choice(["compat", "enforcing"]),
+    default=None,
+    help="Override the posture for every event.",
+)
+@click.option(
+    "--profile", type=click.Choice(["current", "legacy"]), default="current", show_default=True
+)
+@click.option(
+    "--name",
+    default=None,
+    help="This worker's log chain name (default <host>-<n>, the first free one).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where command hooks run when the event's cwd does not exist on this machine "
+    "(events come from other hosts). Default: this process's working directory. The "
+    "event JSON still carries the original cwd.",
+)
 @click.option("--batch", type=int, default=256, show_default=True, help="Messages per fetch.")
-@click.option("--max-segment-mb", type=int, default=64, show_default=True,
-              help="Seal the active log segment past this size.")
-@click.option("--max-segment-age", type=float, default=3600.0, show_default=True,
-              help="Seal the active log segment past this age (seconds).")
+@click.option(
+    "--max-segment-mb",
+    type=int,
+    default=64,
+    show_default=True,
+    help="Seal the active log segment past this size.",
+)
+@click.option(
+    "--max-segment-age",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    help="Seal the active log segment past this age (seconds).",
+)
 @click.option("-v", "--verbose", is_flag=True)
-def worker_cmd(data_dir: Path | None, nats_url: str | None, creds: str | None,
-               nkey_seed: str | None, user: str | None, password: str | None,
-               tls_ca: str | None, prefix: str, settings_specs: tuple[str, ...],
-               posture: str | None, profile: str, name: str | None, workdir: str | None,
-               batch: int, max_segment_mb: int, max_segment_age: float, verbose: bool) -> None:
+def worker_cmd(
+    data_dir: Path | None,
+    nats_url: str | None,
+    creds: str | None,
+    nkey_seed: str | None,
+    user: str | None,
+    password: str | None,
+    tls_ca: str | None,
+    prefix: str,
+    settings_specs: tuple[str, ...],
+    posture: str | None,
+    profile: str,
+    name: str | None,
+    workdir: str | None,
+    batch: int,
+    max_segment_mb: int,
+    max_segment_age: float,
+    verbose: bool,
+) -> None:
     """Consume hook events, evaluate them, append outcomes to the log, ack, and answer.
 
     Runs until SIGTERM (finishes the batch in hand). SIGHUP reloads the settings:
@@ -221,23 +310,41 @@ def worker_cmd(data_dir: Path | None, nats_url: str | None, creds: str | None,
     from ingest.nats import names
     from ingest.worker import Worker, install_signals
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     d = data_dir or default_data_dir()
 
     async def _run() -> None:
         co = build_connect(d, nats_url, creds, nkey_seed, user, password, tls_ca)
         w = Worker(
-            data_dir=d, settings=[parse_scoped(s) for s in settings_specs], connect=co,
-            names=names(prefix), posture=posture, profile=profile,  # type: ignore[arg-type]
-            name=name, workdir=workdir, batch=batch,
-            max_segment_bytes=max_segment_mb * 1024 * 1024, max_segment_age=max_segment_age,
+            data_dir=d,
+            settings=[parse_scoped(s) for s in settings_specs],
+            connect=co,
+            names=names(prefix),
+            posture=posture,
+            profile=profile,  # type: ignore[arg-type]
+            name=name,
+            workdir=workdir,
+            batch=batch,
+            max_segment_bytes=max_segment_mb * 1024 * 1024,
+            max_segment_age=max_segment_age,
         )
         install_signals(w)
         stats = await w.run()
-        click.echo(json.dumps({"worker": w.name, "events": stats.events,
-                               "appended": stats.appended, "duplicates": stats.duplicates,
-                               "rejected": stats.rejected}), err=True)
+        click.echo(
+            json.dumps(
+                {
+                    "worker": w.name,
+                    "events": stats.events,
+                    "appended": stats.appended,
+                    "duplicates": stats.duplicates,
+                    "rejected": stats.rejected,
+                }
+            ),
+            err=True,
+        )
 
     try:
         asyncio.run(_run())
@@ -307,17 +414,32 @@ def log_seal(data_dir: Path | None, worker_name: str) -> None:
 
 
 @click.command("demo")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where to keep the demo's NATS store and log (default: a new temp dir, "
-              "kept afterwards so you can query it).")
-@click.option("--sessions", "n_sessions", type=int, default=30, show_default=True,
-              help="How many agent sessions to play.")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where to keep the demo's NATS store and log (default: a new temp dir, "
+    "kept afterwards so you can query it).",
+)
+@click.option(
+    "--sessions",
+    "n_sessions",
+    type=int,
+    default=30,
+    show_default=True,
+    help="How many agent sessions to play.",
+)
 @click.option("--seed", type=int, default=7, show_default=True)
-@click.option("--policy", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Settings file to enforce (default infra/policies/security.json).")
+@click.option(
+    "--policy",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Settings file to enforce (default infra/policies/security.json).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def demo_cmd(data_dir: Path | None, n_sessions: int, seed: int, policy: Path | None,
-             fmt: str) -> None:
+def demo_cmd(
+    data_dir: Path | None, n_sessions: int, seed: int, policy: Path | None, fmt: str
+) -> None:
     """Run the whole pipeline once: embedded NATS, a worker, sample sessions, a report.
 
     Starts everything it needs and stops it all before exiting; the log stays in
@@ -335,24 +457,37 @@ def demo_cmd(data_dir: Path | None, n_sessions: int, seed: int, policy: Path | N
             click.echo(f"\r  published {n} events", nl=False, err=True)
 
     try:
-        r = asyncio.run(run_demo(data_dir, n_sessions=n_sessions, seed=seed, policy=policy,
-                                 progress=progress))
+        r = asyncio.run(
+            run_demo(data_dir, n_sessions=n_sessions, seed=seed, policy=policy, progress=progress)
+        )
     except HookauditError as exc:
         fail(str(exc))
         return
     if fmt == "json":
-        click.echo(json.dumps({
-            "data_dir": str(r.data_dir), "sessions": r.sessions, "events": r.published,
-            "records": r.records, "seconds": round(r.seconds, 2),
-            "decisions": dict(r.decisions), "by_event": dict(r.events),
-            "top_denied": r.denied.most_common(10), "top_asked": r.asked.most_common(10),
-            "verified": r.verified,
-        }, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "data_dir": str(r.data_dir),
+                    "sessions": r.sessions,
+                    "events": r.published,
+                    "records": r.records,
+                    "seconds": round(r.seconds, 2),
+                    "decisions": dict(r.decisions),
+                    "by_event": dict(r.events),
+                    "top_denied": r.denied.most_common(10),
+                    "top_asked": r.asked.most_common(10),
+                    "verified": r.verified,
+                },
+                indent=2,
+            )
+        )
     else:
         if sys.stderr.isatty():
             click.echo("", err=True)
-        click.echo(f"hookaudit demo: {r.sessions} sessions, {r.published} events published, "
-                   f"{r.records} outcomes logged in {r.seconds:.1f}s")
+        click.echo(
+            f"hookaudit demo: {r.sessions} sessions, {r.published} events published, "
+            f"{r.records} outcomes logged in {r.seconds:.1f}s"
+        )
         click.echo("decisions: " + ", ".join(f"{k}={v}" for k, v in r.decisions.most_common()))
         click.echo("events:    " + ", ".join(f"{k}={v}" for k, v in r.events.most_common()))
         click.echo("top denied:")
@@ -363,6 +498,8 @@ def demo_cmd(data_dir: Path | None, n_sessions: int, seed: int, policy: Path | N
             click.echo(f"  {count:4d}  {what[:100]}")
         click.echo(f"verify: {'ok' if r.verified else 'FAILED'} ({r.verify_message})")
         click.echo(f"log kept in {r.data_dir}; try:")
-        click.echo(f"  hookaudit sql --data-dir {r.data_dir} "
-                   "\"SELECT decision, count(*) AS n FROM outcomes GROUP BY 1\"")
+        click.echo(
+            f"  hookaudit sql --data-dir {r.data_dir} "
+            '"SELECT decision, count(*) AS n FROM outcomes GROUP BY 1"'
+        )
     sys.exit(0 if r.verified and r.records == r.published else 1)

@@ -167,4 +167,3 @@ def _describe_call(payload: str) -> str:
     if tool == "Bash":
         return f"Bash: {ti.get('command', '')}"
     return f"{tool}: {ti.get('file_path') or ti.get('url') or ''}"
-

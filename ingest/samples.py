@@ -124,7 +124,9 @@ def _tool_call(rng: random.Random, cwd: str, home: str) -> tuple[str, dict[str, 
     return "WebFetch", {"url": rng.choice(_URLS), "prompt": "summarise"}
 
 
-def sessions(n: int, *, seed: int = 7, tool_calls: tuple[int, int] = (12, 30)) -> Iterator[dict[str, Any]]:
+def sessions(
+    n: int, *, seed: int = 7, tool_calls: tuple[int, int] = (12, 30)
+) -> Iterator[dict[str, Any]]:
     """Yield the hook inputs of `n` sessions, in order, as Claude Code would send them.
 
     Each dict carries two extra keys that are not part of the hook input:
@@ -144,7 +146,12 @@ def sessions(n: int, *, seed: int = 7, tool_calls: tuple[int, int] = (12, 30)) -
             "_user": user,
             "_host": host,
         }
-        yield {**base, "hook_event_name": "SessionStart", "source": "startup", "model": "claude-sonnet"}
+        yield {
+            **base,
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+            "model": "claude-sonnet",
+        }
         for _prompt in range(rng.randint(1, 3)):
             yield {
                 **base,
@@ -179,4 +186,8 @@ def sessions(n: int, *, seed: int = 7, tool_calls: tuple[int, int] = (12, 30)) -
                         "duration_ms": rng.randint(5, 4000),
                     }
             yield {**base, "hook_event_name": "Stop", "stop_hook_active": False}
-        yield {**base, "hook_event_name": "SessionEnd", "reason": rng.choice(["clear", "logout", "other"])}
+        yield {
+            **base,
+            "hook_event_name": "SessionEnd",
+            "reason": rng.choice(["clear", "logout", "other"]),
+        }

@@ -79,7 +79,9 @@ class _AckWaiter:
         if fut is not None and not fut.done():
             fut.set_result(msg.data)
 
-    async def publish(self, subject: str, data: bytes, headers: dict[str, str]) -> asyncio.Future[bytes]:
+    async def publish(
+        self, subject: str, data: bytes, headers: dict[str, str]
+    ) -> asyncio.Future[bytes]:
         self.n += 1
         inbox = f"{self.prefix}.{self.n}"
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()

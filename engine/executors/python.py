@@ -78,7 +78,9 @@ class PythonExecutor:
         except Exception as exc:
             return _error("python_exception", f"{type(exc).__name__}: {exc}", start)
         if inspect.isawaitable(value):
-            return None if not inspect.iscoroutine(value) else _close_and_none(value)
+            if inspect.iscoroutine(value):
+                value.close()  # an async callable not flagged as one: run it via `run`
+            return None
         return _result(value, start, inv.timeout)
 
     async def run(self, inv: Invocation) -> RawResult:
@@ -111,11 +113,6 @@ def _load_file(path: str) -> ModuleType:
     spec.loader.exec_module(module)
     sys.modules[name] = module
     return module
-
-
-def _close_and_none(coro: Any) -> None:
-    coro.close()
-    return None
 
 
 def _error(kind: str, message: str, start: float) -> RawResult:

@@ -13,9 +13,13 @@ import shlex
 from typing import Any
 
 PIPE_TO_SHELL = re.compile(r"\b(curl|wget)\b[^|;&]*\|\s*(sudo\s+)?(ba|z|da)?sh\b")
-FORCE_PUSH = re.compile(r"\bgit\s+push\b(?=.*(\s--force\b|\s-f\b|\s--force-with-lease\b))(?=.*\b(main|master)\b)")
+FORCE_PUSH = re.compile(
+    r"\bgit\s+push\b(?=.*(\s--force\b|\s-f\b|\s--force-with-lease\b))(?=.*\b(main|master)\b)"
+)
 SSH_READ = re.compile(r"(~|\$HOME|/home/[^/\s]+|/root)/\.ssh\b")
-SECRET = re.compile(r"(AKIA[0-9A-Z]{16}|ghp_[A-Za-z0-9]{36}|-----BEGIN [A-Z ]*PRIVATE KEY-----|xox[bap]-[A-Za-z0-9-]{10,})")
+SECRET = re.compile(
+    r"(AKIA[0-9A-Z]{16}|ghp_[A-Za-z0-9]{36}|-----BEGIN [A-Z ]*PRIVATE KEY-----|xox[bap]-[A-Za-z0-9-]{10,})"
+)
 ALLOWED_DOMAINS = ("docs.python.org", "pypi.org", "github.com", "developer.mozilla.org")
 
 

@@ -46,7 +46,7 @@ def test_case_02_regex_matcher_is_unanchored() -> None:
 
 
 def test_case_03_mcp_server_prefix_needs_regex() -> None:
-    """"mcp__memory" does not run for mcp__memory__create_entities; "mcp__memory__.*" does."""
+    """ "mcp__memory" does not run for mcp__memory__create_entities; "mcp__memory__.*" does."""
     name = "mcp__memory__create_entities"
     assert ran(pre("mcp__memory", "a"), "PreToolUse", tool_name=name) == []
     assert ran(pre("mcp__memory__.*", "a"), "PreToolUse", tool_name=name) == ["a"]
@@ -60,7 +60,7 @@ def test_case_04_hyphenated_matcher_is_exact_in_current() -> None:
 
 
 def test_case_05_comma_list_matcher() -> None:
-    """"Edit, Write" runs for Write in current."""
+    """ "Edit, Write" runs for Write in current."""
     assert ran(pre("Edit, Write", "a"), "PreToolUse", tool_name="Write") == ["a"]
 
 
@@ -79,7 +79,9 @@ def test_case_07_matcher_ignored_on_events_without_target() -> None:
     ("command", "expected"),
     [("npm test && git push", ["a"]), ("FOO=bar git push", ["a"]), ("npm test", [])],
 )
-def test_case_31_if_bash_wildcard_checks_every_subcommand(command: str, expected: list[str]) -> None:
+def test_case_31_if_bash_wildcard_checks_every_subcommand(
+    command: str, expected: list[str]
+) -> None:
     """if "Bash(git *)": compound and VAR= commands run; `npm test` is not spawned."""
     eff = pre("Bash", "a", **{"if": "Bash(git *)"})
     assert ran(eff, "PreToolUse", tool_name="Bash", tool_input={"command": command}) == expected
@@ -101,10 +103,12 @@ def test_case_33_if_on_a_non_tool_event_never_runs() -> None:
 
 
 def test_case_34_same_command_in_user_and_project_runs_once() -> None:
-    eff = merge([
-        src("user", {"PreToolUse": [group("Bash", "same")]}),
-        src("project", {"PreToolUse": [group("Bash", "same")]}),
-    ])
+    eff = merge(
+        [
+            src("user", {"PreToolUse": [group("Bash", "same")]}),
+            src("project", {"PreToolUse": [group("Bash", "same")]}),
+        ]
+    )
     p = {"hook_event_name": "PreToolUse", "tool_name": "Bash"}
     invs = plan("PreToolUse", p, b"{}", eff).invocations
     assert [i.hook.command for i in invs] == ["same"]
@@ -112,20 +116,35 @@ def test_case_34_same_command_in_user_and_project_runs_once() -> None:
 
 
 def test_case_35_settings_and_plugin_copies_both_run() -> None:
-    eff = merge([
-        src("project", {"PreToolUse": [group("Bash", "same")]}),
-        src("plugin", {"PreToolUse": [group("Bash", "same")]}, root="/plug"),
-    ])
+    eff = merge(
+        [
+            src("project", {"PreToolUse": [group("Bash", "same")]}),
+            src("plugin", {"PreToolUse": [group("Bash", "same")]}, root="/plug"),
+        ]
+    )
     assert ran(eff, "PreToolUse", tool_name="Bash") == ["same", "same"]
 
 
 def test_dedup_key_includes_if_and_ignores_timeout() -> None:
-    eff = merge([src("project", {"PreToolUse": [
-        {"matcher": "Bash", "hooks": [
-            {"type": "command", "command": "x", "timeout": 5},
-            {"type": "command", "command": "x", "timeout": 9},
-            {"type": "command", "command": "x", "if": "Bash(git *)"},
-        ]}]})])
+    eff = merge(
+        [
+            src(
+                "project",
+                {
+                    "PreToolUse": [
+                        {
+                            "matcher": "Bash",
+                            "hooks": [
+                                {"type": "command", "command": "x", "timeout": 5},
+                                {"type": "command", "command": "x", "timeout": 9},
+                                {"type": "command", "command": "x", "if": "Bash(git *)"},
+                            ],
+                        }
+                    ]
+                },
+            )
+        ]
+    )
     p = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "git st"}}
     invs = plan("PreToolUse", p, b"{}", eff).invocations
     assert [(i.hook.timeout, i.hook.if_) for i in invs] == [(9, None), (None, "Bash(git *)")]
@@ -173,9 +192,24 @@ def test_case_53_file_changed_matches_basename() -> None:
 
 
 def test_prompt_hooks_do_not_run_on_session_start() -> None:
-    eff = merge([src("project", {"SessionStart": [{"hooks": [
-        {"type": "prompt", "prompt": "x"}, {"type": "http", "url": "http://127.0.0.1/"},
-        {"type": "command", "command": "c"}]}]})])
+    eff = merge(
+        [
+            src(
+                "project",
+                {
+                    "SessionStart": [
+                        {
+                            "hooks": [
+                                {"type": "prompt", "prompt": "x"},
+                                {"type": "http", "url": "http://127.0.0.1/"},
+                                {"type": "command", "command": "c"},
+                            ]
+                        }
+                    ]
+                },
+            )
+        ]
+    )
     p = {"hook_event_name": "SessionStart", "source": "startup"}
     result = plan("SessionStart", p, b"{}", eff)
     assert [i.hook.type for i in result.invocations] == ["command"]
@@ -194,22 +228,28 @@ def test_case_29_session_end_budget() -> None:
     p = {"hook_event_name": "SessionEnd", "reason": "other"}
     plain = merge([src("project", {"SessionEnd": [group(None, "a")]})])
     assert [i.timeout for i in plan("SessionEnd", p, b"{}", plain).invocations] == [1.5]
-    raised = merge([src("project", {"SessionEnd": [group(None, "a"), group(None, "b", timeout=5)]})])
+    raised = merge(
+        [src("project", {"SessionEnd": [group(None, "a"), group(None, "b", timeout=5)]})]
+    )
     assert [i.timeout for i in plan("SessionEnd", p, b"{}", raised).invocations] == [5, 5]
-    plugin = merge([
-        src("project", {"SessionEnd": [group(None, "a")]}),
-        src("plugin", {"SessionEnd": [group(None, "b", timeout=5)]}, root="/p"),
-    ])
+    plugin = merge(
+        [
+            src("project", {"SessionEnd": [group(None, "a")]}),
+            src("plugin", {"SessionEnd": [group(None, "b", timeout=5)]}, root="/p"),
+        ]
+    )
     assert [i.timeout for i in plan("SessionEnd", p, b"{}", plugin).invocations] == [1.5, 1.5]
     env = plan("SessionEnd", p, b"{}", raised, sessionend_budget_ms=250).invocations
     assert [i.timeout for i in env] == [0.25, 0.25]
 
 
 def test_env_for_command_hooks() -> None:
-    eff = merge([
-        src("project", {"SessionStart": [group(None, "a")]}),
-        src("plugin", {"SessionStart": [group(None, "b")]}, root="/plug"),
-    ])
+    eff = merge(
+        [
+            src("project", {"SessionStart": [group(None, "a")]}),
+            src("plugin", {"SessionStart": [group(None, "b")]}, root="/plug"),
+        ]
+    )
     p = {"hook_event_name": "SessionStart", "session_id": "../../etc", "cwd": "/proj"}
     invs = plan("SessionStart", p, b"{}", eff, home="/home/u").invocations
     assert invs[0].env["CLAUDE_PROJECT_DIR"] == "/proj"

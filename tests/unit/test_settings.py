@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -34,7 +35,11 @@ def test_parses_every_hook_type() -> None:
                         "hooks": [
                             cmd("x", **{"if": "Bash(git *)", "async": True, "timeout": 5}),
                             {"type": "http", "url": "http://127.0.0.1:1/h", "headers": {"A": "b"}},
-                            {"type": "prompt", "prompt": "is $ARGUMENTS ok?", "continueOnBlock": True},
+                            {
+                                "type": "prompt",
+                                "prompt": "is $ARGUMENTS ok?",
+                                "continueOnBlock": True,
+                            },
                             {"type": "agent", "prompt": "check"},
                             {"type": "mcp_tool", "server": "s", "tool": "t"},
                             {"type": "python", "callable": "pkg.mod:fn"},
@@ -58,15 +63,23 @@ def test_parses_every_hook_type() -> None:
         ([], "s.json: expected a JSON object at the top level"),
         ({"hooks": []}, "s.json: hooks: expected an object"),
         ({"hooks": {"PreToolUse": {}}}, "s.json: hooks.PreToolUse: expected a list"),
-        ({"hooks": {"PreToolUse": [{"hooks": [{"type": "command"}]}]}},
-         "s.json: hooks.PreToolUse[0].hooks[0].command: Field required"),
-        ({"hooks": {"PreToolUse": [{"matcher": 3, "hooks": []}]}},
-         "s.json: hooks.PreToolUse[0].matcher: expected a string"),
-        ({"hooks": {"Stop": [{"hooks": [cmd("x", timeout=-1)]}]}},
-         "s.json: hooks.Stop[0].hooks[0].timeout: Input should be greater than 0"),
+        (
+            {"hooks": {"PreToolUse": [{"hooks": [{"type": "command"}]}]}},
+            "s.json: hooks.PreToolUse[0].hooks[0].command: Field required",
+        ),
+        (
+            {"hooks": {"PreToolUse": [{"matcher": 3, "hooks": []}]}},
+            "s.json: hooks.PreToolUse[0].matcher: expected a string",
+        ),
+        (
+            {"hooks": {"Stop": [{"hooks": [cmd("x", timeout=-1)]}]}},
+            "s.json: hooks.Stop[0].hooks[0].timeout: Input should be greater than 0",
+        ),
         ({"hooks": {"NotAnEvent": []}}, "s.json: hooks.NotAnEvent: unknown hook event"),
-        ({"hooks": {"Stop": [{"hooks": [{"type": "python", "callable": "no colon"}]}]}},
-         "s.json: hooks.Stop[0].hooks[0].callable"),
+        (
+            {"hooks": {"Stop": [{"hooks": [{"type": "python", "callable": "no colon"}]}]}},
+            "s.json: hooks.Stop[0].hooks[0].callable",
+        ),
         ({"disableAllHooks": "yes"}, "s.json: disableAllHooks"),
     ],
 )
@@ -91,7 +104,9 @@ def test_lenient_skips_malformed_entries_like_claude_code() -> None:
 
 def test_unknown_hook_type_is_kept_for_enforcing_posture() -> None:
     warnings: list[str] = []
-    s = parse_settings({"hooks": {"Stop": [{"hooks": [{"type": "wasm"}]}]}}, "s.json", warnings=warnings)
+    s = parse_settings(
+        {"hooks": {"Stop": [{"hooks": [{"type": "wasm"}]}]}}, "s.json", warnings=warnings
+    )
     assert isinstance(s.hooks["Stop"][0].hooks[0], UnknownHook)
     assert warnings == ["s.json: hooks.Stop[0].hooks[0].type: unknown hook type 'wasm'"]
 
@@ -110,25 +125,29 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 
 def test_python_file_callable_is_anchored_to_the_settings_dir(tmp_path: Path) -> None:
-    f = write(tmp_path / "p" / "s.json", {"hooks": {"Stop": [{"hooks": [
-        {"type": "python", "callable": "hooks.py:check"}]}]}})
+    f = write(
+        tmp_path / "p" / "s.json",
+        {"hooks": {"Stop": [{"hooks": [{"type": "python", "callable": "hooks.py:check"}]}]}},
+    )
     hook = load_file(f).hooks["Stop"][0].hooks[0]
     assert isinstance(hook, PythonHook)
     assert hook.callable == f"{tmp_path}/p/hooks.py:check"
 
 
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids, max_size=4),
-    max_leaves=30,
-))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda kids: (
+            st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids, max_size=4)
+        ),
+        max_leaves=30,
+    )
+)
 @settings(max_examples=300)
 def test_parse_settings_only_raises_settings_error(doc: object) -> None:
     for strict in (True, False):
-        try:
+        with contextlib.suppress(SettingsError):
             parse_settings(doc, "fuzz.json", strict=strict)
-        except SettingsError:
-            pass
 
 
 def test_parse_scoped() -> None:
@@ -145,7 +164,11 @@ def test_hooks_concatenate_in_claude_code_order(tmp_path: Path) -> None:
     ]
     eff = load_sources(specs)
     assert [(e.scope, getattr(e.hook, "command", None)) for e in eff.entries["Stop"]] == [
-        ("user", "u"), ("project", "p"), ("local", "l"), ("managed", "m")]
+        ("user", "u"),
+        ("project", "p"),
+        ("local", "l"),
+        ("managed", "m"),
+    ]
 
 
 def test_settings_id_changes_with_content_only(tmp_path: Path) -> None:
@@ -158,8 +181,10 @@ def test_settings_id_changes_with_content_only(tmp_path: Path) -> None:
 
 def test_plugin_root_and_data(tmp_path: Path) -> None:
     root = tmp_path / "plug"
-    write(root / "hooks" / "hooks.json", {"description": "d", "hooks": {"Stop": [{"hooks": [
-        cmd("${CLAUDE_PLUGIN_ROOT}/run.sh")]}]}})
+    write(
+        root / "hooks" / "hooks.json",
+        {"description": "d", "hooks": {"Stop": [{"hooks": [cmd("${CLAUDE_PLUGIN_ROOT}/run.sh")]}]}},
+    )
     eff = load_sources([("plugin", str(root))])
     (entry,) = eff.entries["Stop"]
     assert entry.scope == "plugin" and entry.plugin_root == str(root.resolve())
@@ -167,11 +192,18 @@ def test_plugin_root_and_data(tmp_path: Path) -> None:
 
 
 def test_policy_keys_merge(tmp_path: Path) -> None:
-    eff = load_sources([
-        ("user", write(tmp_path / "u.json", {"allowedHttpHookUrls": ["http://a/*"],
-                                             "httpHookAllowedEnvVars": ["A"]})),
-        ("project", write(tmp_path / "p.json", {"allowedHttpHookUrls": ["http://b/*"]})),
-    ])
+    eff = load_sources(
+        [
+            (
+                "user",
+                write(
+                    tmp_path / "u.json",
+                    {"allowedHttpHookUrls": ["http://a/*"], "httpHookAllowedEnvVars": ["A"]},
+                ),
+            ),
+            ("project", write(tmp_path / "p.json", {"allowedHttpHookUrls": ["http://b/*"]})),
+        ]
+    )
     assert eff.allowed_http_urls == ("http://a/*", "http://b/*")
     assert eff.http_env_allowlist == ("A",)
     assert load_sources([]).allowed_http_urls is None
@@ -201,6 +233,10 @@ def test_discovery_from_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("HOOKAUDIT_MANAGED_SETTINGS", managed)
     assert find_project_root(str(deep), str(home)) == str(proj)
     assert discover(str(deep), home=str(home)) == [
-        ("managed", managed), ("user", user), ("project", p), ("local", loc)]
+        ("managed", managed),
+        ("user", user),
+        ("project", p),
+        ("local", loc),
+    ]
     # home's own ~/.claude is user settings, never a project
     assert find_project_root(str(home / "x"), str(home)) is None
