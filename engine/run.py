@@ -29,7 +29,7 @@ import msgspec
 
 from engine.effects import Executor, Invocation, RawResult, RunHooks
 from engine.errors import InvalidEvent
-from engine.events import is_known
+from engine.events import ALL_TYPES, is_known
 from engine.executors.python import PythonExecutor
 from engine.flow import Evaluation, decide
 from engine.records import ENGINE_VERSION, HookEvent, Outcome
@@ -74,10 +74,14 @@ class MissingExecutor:
         self.kind = kind
 
     async def run(self, inv: Invocation) -> RawResult:
+        known = inv.hook.type in ALL_TYPES
+        message = (
+            f"no executor for {inv.hook.type!r} hooks in this process"
+            if known
+            else f"unknown hook type {inv.hook.type!r}"
+        )
         return RawResult(
-            error_kind=self.kind,
-            error=f"no executor for {inv.hook.type!r} hooks",
-            stderr=f"no executor for {inv.hook.type!r} hooks",
+            error_kind=self.kind if known else "unknown_type", error=message, stderr=message
         )
 
 

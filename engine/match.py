@@ -1,0 +1,450 @@
+r"""Matchers and `if` rules (spec §5): does a hook group, or one hook, apply to this event?
+
+Rules of this file:
+- Pure: data in, bool out. No I/O, no clock, no environment: `cwd`, `home` and `source_root` are
+  passed in. The only state is an lru_cache of compiled regexes.
+- Never raises on hostile input: a bad regex, a malformed rule, an odd `tool_input` or a command
+  that cannot be parsed each has a documented result, never an exception.
+- Matcher regexes keep ECMAScript semantics (Claude Code runs JS `RegExp`): `_translate` gives
+  Python the JS meaning (`$`, `.`, `\d`, `\s`, `[^]`, `a{,3}`, `\Z`) or rejects what JS rejects
+  (`(?i)`, `a*+`).
+- Bounded work. A regex over MAX_MATCHER characters, or shaped for catastrophic backtracking (a
+  repeated group that repeats or alternates inside; over MAX_REPEATS repeats in a row, a leading
+  or trailing `.*` not counted), is invalid; no regex sees a query over MAX_QUERY characters (no
+  tool, agent or file name is that long). `*` wildcards use no regex, path segments use fnmatch
+  (atomic, linear). Commands: see `engine.shellwords`.
+
+Decisions where the spec is silent:
+- Aliases (`Task`->`Agent`, ...) map the query as well as the matcher, so old and new names match
+  each other either way round, in `if` rules too.
+- agent-core: `*` matches every target (invalid as a JS regex, but "all" in every settings file);
+  a query longer than MAX_QUERY is only compared exactly.
+- `if` paths (current): a bare name (`.env`, `*.ts`) or a pattern starting with `**/` matches at any
+  depth anywhere, not only under the cwd; `dir/` means `dir/**`; a trailing `**` needs one more
+  segment; `[ab]` classes work; `~` in the tool's path is `home`; Glob and Grep without `path`
+  search the cwd.
+- `if: "mcp__srv"` (server only) and `mcp__srv__*` match every tool of that server in current, as
+  permission rules do; legacy compares whole names only (§5.4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import functools
+import posixpath
+import re
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from engine import shellwords
+
+__all__ = [
+    "IF_EVENTS_CURRENT",
+    "IF_EVENTS_LEGACY",
+    "MAX_MATCHER",
+    "MAX_QUERY",
+    "MAX_REPEATS",
+    "Dialect",
+    "Profile",
+    "Rule",
+    "file_watch_paths",
+    "if_allowed_on",
+    "if_matches",
+    "matcher_matches",
+    "parse_rule",
+    "regex_error",
+]
+
+Profile = Literal["current", "legacy"]
+Dialect = Literal["claude", "agent-core"]
+
+MAX_MATCHER = 1024
+MAX_QUERY = 256
+MAX_REPEATS = 2  # 3 repeats in a row already take a second on a 256-character query
+
+IF_EVENTS_LEGACY = frozenset(
+    {"PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest"}
+)
+IF_EVENTS_CURRENT = IF_EVENTS_LEGACY | {"PermissionDenied"}
+
+_ALIASES = {"Task": "Agent", "KillShell": "TaskStop"}
+_ALIASES |= dict.fromkeys(("AgentOutputTool", "BashOutputTool"), "TaskOutput")
+_NARROW_EVENTS = frozenset({"FileChanged", "StopFailure"})
+_SIMPLE = {True: re.compile(r"[A-Za-z0-9_|]+"), False: re.compile(r"[A-Za-z0-9_\-, |]+")}
+_SEPARATOR = {True: re.compile(r"\|"), False: re.compile(r"[|,]")}
+
+
+def _alias(name: str) -> str:
+    return _ALIASES.get(name, name)
+
+
+# -- matchers (§5.1, §5.2) --------------------------------------------------------------------
+
+
+def matcher_matches(
+    event: str,
+    query: str | None,
+    matcher: str | None,
+    *,
+    profile: Profile = "current",
+    dialect: Dialect = "claude",
+) -> bool:
+    """Whether a matcher group applies; `query` is the event's target (None when it has none).
+
+    >>> matcher_matches("PreToolUse", "NotebookEdit", "Edit.*")
+    True
+    """
+    if dialect == "agent-core":
+        if not matcher:
+            return True
+        if query is None:
+            return False  # agent-core never runs a matcher on an event without a target
+        if matcher in (query, "*"):
+            return True
+        rx = _compile(matcher)
+        return not isinstance(rx, str) and len(query) <= MAX_QUERY and bool(rx.search(query))
+    if not matcher or matcher == "*" or not query:
+        return True
+    narrow = profile == "legacy" or event in _NARROW_EVENTS
+    if _SIMPLE[narrow].fullmatch(matcher):
+        alternatives = {_alias(a.strip()) for a in _SEPARATOR[narrow].split(matcher)}
+        return query in alternatives or _alias(query) in alternatives
+    rx = _compile(matcher)
+    if isinstance(rx, str) or len(query) > MAX_QUERY:
+        return False
+    canonical = _alias(query)
+    names = {query, canonical, *(old for old, new in _ALIASES.items() if new == canonical)}
+    return any(rx.search(name) for name in names)
+
+
+def regex_error(matcher: str) -> str | None:
+    """Why `matcher` cannot be used as a regex (it then matches nothing), or None when it can.
+
+    >>> regex_error("(")
+    "missing ')'"
+    """
+    rx = _compile(matcher)
+    return rx if isinstance(rx, str) else None
+
+
+def file_watch_paths(matcher: str | None, cwd: str) -> list[str]:
+    """The files a FileChanged matcher watches: each `|`-separated part, as a name in `cwd`.
+
+    Parts are literal (`*` is a file named `*`) and joined the way Node's `path.join` does.
+
+    >>> file_watch_paths(".envrc|.env", "/work")
+    ['/work/.envrc', '/work/.env']
+    """
+    paths = (posixpath.normpath(f"{cwd}/{part}") for part in (matcher or "").split("|") if part)
+    return list(dict.fromkeys(paths))
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile(pattern: str) -> re.Pattern[str] | str:
+    """The compiled regex, or why there is none."""
+    if len(pattern) > MAX_MATCHER:
+        return f"longer than {MAX_MATCHER} characters"
+    try:
+        return re.compile(_translate(pattern), re.ASCII)
+    except (re.error, OverflowError, RecursionError, Warning) as e:  # Warning: when made errors
+        return str(e)
+
+
+_JS_SPACE = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_BRACES = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+_GROUP = re.compile(r"\(\?(?::|=|!|<=|<!|<([A-Za-z_$][\w$]*)>)")
+_HAZARD = " (catastrophic backtracking)"
+
+
+def _translate(src: str) -> str:
+    """JS regex source (no flags, not unicode mode) -> Python `re` source with the same meaning."""
+    # `.*x.*` finds what `x` finds: an unanchored leading or trailing `.*` only costs time
+    src = src[3:] if src.startswith(".*?") else src[2:] if src.startswith(".*") else src
+    if src.endswith(".*") and (len(src) - 2 - len(src[:-2].rstrip("\\"))) % 2 == 0:
+        src = src[:-2]
+    out: list[str] = []
+    # per open group: [repeats inside, `|` inside, repeats in a row, longest run of a branch]
+    frames = [[0, 0, 0, 0]]
+    closed: list[int] | None = None  # the group that just closed, which a quantifier may follow
+    repeatable, i = False, 0
+    while i < len(src):
+        c, group, closed = src[i], closed, None
+        braces = _BRACES.match(src, i) if c == "{" else None
+        if c in "*+?" or braces:
+            end = braces.end() if braces else i + 1
+            end += src.startswith("?", end)  # lazy: the same yes/no answer
+            if not repeatable or src[end : end + 1] in ("*", "+", "?") or _BRACES.match(src, end):
+                raise re.error("nothing to repeat")  # JS has no possessive `a*+` either
+            if c != "?":
+                if group and (group[0] or group[1]):
+                    raise re.error("a repeated group repeats or alternates inside" + _HAZARD)
+                frames[-1][0] = 1
+                _run(frames[-1], 1)
+            out.append(src[i:end])
+            i, repeatable = end, False
+            continue
+        i += 1
+        repeatable = c not in "(|^$"
+        if c == "\\":
+            piece, i, kind = _escape(src, i - 1, in_class=False)
+            repeatable = kind != "assert"
+        elif c == "[":
+            piece, i = _char_class(src, i)
+        elif c == "(":
+            head = _GROUP.match(src, i - 1)
+            if head is None and src.startswith("?", i):
+                raise re.error("invalid group")
+            i = head.end() if head else i
+            piece = "(" if head is None else f"(?P<{head[1]}>" if head[1] else head[0]
+            frames.append([0, 0, 0, 0])
+        elif c == ")":
+            if len(frames) == 1:
+                raise re.error("unmatched ')'")
+            piece, closed = ")", frames.pop()
+            frames[-1][0] |= closed[0]
+            frames[-1][1] |= closed[1]
+            _run(frames[-1], max(closed[2], closed[3]))
+        elif c == "|":
+            frame = frames[-1]
+            frame[1], frame[2], frame[3], piece = 1, 0, max(frame[2], frame[3]), "|"
+        else:  # JS `$` never matches before a final newline; `.` excludes every line terminator
+            piece = {"$": r"\Z", "^": "^", ".": r"[^\n\r\u2028\u2029]"}.get(c) or re.escape(c)
+        out.append(piece)
+    if len(frames) > 1:
+        raise re.error("missing ')'")
+    return "".join(out)
+
+
+def _run(frame: list[int], repeats: int) -> None:
+    frame[2] += repeats
+    if frame[2] > MAX_REPEATS:
+        raise re.error(f"more than {MAX_REPEATS} repeats in a row" + _HAZARD)
+
+
+def _escape(src: str, i: int, *, in_class: bool) -> tuple[str, int, str]:
+    """The escape at src[i]: (Python source, index after it, kind "set"/"char"/"assert")."""
+    if i + 1 >= len(src):
+        raise re.error("\\ at end of pattern")
+    c, j = src[i + 1], i + 2
+    if c in "dDwW":
+        return "\\" + c, j, "set"  # re.ASCII gives them their JS meaning
+    if c in "sS":  # JS whitespace is Unicode; inside a class `\S` keeps Python's ASCII meaning
+        if in_class:
+            return (_JS_SPACE if c == "s" else r"\S"), j, "set"
+        return f"[{'^' if c == 'S' else ''}{_JS_SPACE}]", j, "set"
+    if c in "bB" and not in_class:
+        return "\\" + c, j, "assert"
+    if c in "bfnrtv":
+        return (r"\x08" if c == "b" else "\\" + c), j, "char"
+    if c == "0" or (in_class and c in "1234567"):  # legacy octal escape, up to \377
+        digits = re.match(r"[0-3]?[0-7]{1,2}|[0-7]", src[i + 1 : i + 4])
+        text = digits[0] if digits else "0"
+        return f"\\x{int(text, 8):02x}", i + 1 + len(text), "char"
+    if c in "123456789" and not in_class:
+        text = re.compile(r"[0-9]+").match(src, i + 1)[0]  # type: ignore[index]  # c is a digit
+        return f"(?:\\{text})", i + 1 + len(text), "char"  # Python rejects a missing group
+    if c == "k" and not in_class and (name := re.match(r"<([^>]*)>", src[j:])):
+        return f"(?P={name[1]})", j + name.end(), "char"
+    if c == "c":  # `\cJ` is a control character; a bare `\c` is a backslash, then `c`
+        letter = src[j : j + 1]
+        if letter.isascii() and letter.isalpha():
+            return f"\\x{ord(letter) % 32:02x}", j + 1, "char"
+        return r"\\", i + 1, "char"
+    hexdigits = src[j : j + (2 if c == "x" else 4)]
+    if c in "xu" and re.fullmatch(r"[0-9A-Fa-f]{2}|[0-9A-Fa-f]{4}", hexdigits):
+        return f"\\{c}{hexdigits}", j + len(hexdigits), "char"
+    return re.escape(c), j, "char"  # identity escape, also for `\A`, `\Z`, `\e` that Python reads
+
+
+def _char_class(src: str, i: int) -> tuple[str, int]:
+    """The class that starts after the `[` at src[i - 1]: (Python source, index after `]`)."""
+    negate = src.startswith("^", i)
+    i += negate
+    if src.startswith("]", i):  # JS `[]` matches nothing and `[^]` anything
+        return (r"[\s\S]" if negate else "(?!)"), i + 1
+    parts = ["[^" if negate else "["]
+    while i < len(src) and src[i] != "]":
+        first, i, first_kind = _class_atom(src, i)
+        parts.append(first)
+        if src.startswith("-", i) and src[i + 1 : i + 2] not in ("]", ""):
+            last, i, last_kind = _class_atom(src, i + 1)
+            plain = first_kind == last_kind == "char"  # else JS reads `-` literally (Annex B)
+            parts.append(("-" if plain else r"\-") + last)
+    if i >= len(src):
+        raise re.error("missing ]")
+    return "".join(parts) + "]", i + 1
+
+
+def _class_atom(src: str, i: int) -> tuple[str, int, str]:
+    if src[i] == "\\":
+        return _escape(src, i, in_class=True)
+    return re.escape(src[i]), i + 1, "char"  # escaped: Python warns on `[[`, `--`, `&&`, `~~`, `||`
+
+
+# -- `if` rules (§5.4) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A parsed `if` rule: `Bash(git *)` is Rule("Bash", "git *")."""
+
+    tool: str  # after alias mapping
+    content: str | None  # None = the whole tool
+
+
+_FIRST_OPEN = re.compile(r"(?<!\\)(?:\\\\)*\(")  # linear: a match starts only after a non-`\`
+
+
+def parse_rule(text: str, *, profile: Profile = "current") -> Rule:
+    r"""Parse permission-rule syntax (§5.4 Parsing, steps 1-5); both profiles parse alike.
+
+    >>> parse_rule(r"Bash(echo \(hi\))")
+    Rule(tool='Bash', content='echo (hi)')
+    """
+    # the first unescaped `(`, and the last unescaped `)` must be the final character
+    opening = _FIRST_OPEN.search(text)
+    backslashes = len(text) - 1 - len(text[:-1].rstrip("\\"))
+    if not opening or opening.end() == 1 or not text.endswith(")") or backslashes % 2:
+        return Rule(_alias(text), None)
+    tool, content = text[: opening.end() - 1], text[opening.end() : -1]
+    if content in ("", "*"):
+        return Rule(_alias(tool), None)
+    content = content.replace("\\(", "(").replace("\\)", ")").replace("\\\\", "\\")
+    return Rule(_alias(tool), content)
+
+
+def if_allowed_on(event: str, profile: Profile = "current") -> bool:
+    """Whether a hook with `if` may run on `event`; elsewhere it is dropped.
+
+    >>> if_allowed_on("Stop")
+    False
+    """
+    return event in (IF_EVENTS_LEGACY if profile == "legacy" else IF_EVENTS_CURRENT)
+
+
+_PATH_FIELDS = dict.fromkeys(("Read", "Edit", "Write", "MultiEdit"), "file_path")
+_PATH_FIELDS |= {"NotebookEdit": "notebook_path", "Glob": "path", "Grep": "path"}
+
+
+def if_matches(
+    rule: Rule,
+    tool_name: str,
+    tool_input: Mapping[str, object],
+    *,
+    cwd: str,
+    home: str,
+    source_root: str | None = None,
+    profile: Profile = "current",
+) -> bool:
+    """Whether an `if` rule selects this tool call (§5.4 Evaluation).
+
+    >>> if_matches(Rule("Bash", "git *"), "Bash", {"command": "FOO=1 git push"}, cwd="/", home="/")
+    True
+    """
+    if not isinstance(tool_input, Mapping):
+        return False
+    name, current, content = _alias(tool_name), profile != "legacy", rule.content
+    if current and content is None and _mcp_server_rule(rule.tool, name):
+        return True
+    if rule.tool != name or content is None:
+        return rule.tool == name
+    if name == "Bash" or (name == "PowerShell" and current):
+        command, ps = tool_input.get("command"), name == "PowerShell"
+        return isinstance(command, str) and shellwords.command_matches(
+            content, command, powershell=ps, current=current
+        )
+    if name in _PATH_FIELDS:
+        if not current and name in ("Glob", "Grep"):
+            value = tool_input.get("pattern")  # legacy tests the pattern, not a path
+            return isinstance(value, str) and shellwords.wildcard(content.strip(), value)
+        path = tool_input.get(_PATH_FIELDS[name], cwd if name in ("Glob", "Grep") else None)
+        if not isinstance(path, str) or not path:
+            return False
+        path = _absolute(path, cwd, home)
+        if not current:
+            return shellwords.wildcard(content.strip(), path)
+        return _path_matches(content, path, cwd, home, source_root or cwd)
+    return name == "WebFetch" and current and _domain_matches(content, tool_input.get("url"))
+
+
+def _mcp_server_rule(rule_tool: str, name: str) -> bool:
+    """`mcp__srv` or `mcp__srv__*` against a tool of server `srv`."""
+    server = rule_tool.removesuffix("__*")
+    if not server.startswith("mcp__") or "__" in server[5:] or server == "mcp__":
+        return False
+    return name.startswith(server + "__") and len(name) > len(server) + 2
+
+
+def _absolute(path: str, cwd: str, home: str) -> str:
+    """A tool's path as Claude Code sees it: absolute, `..` and `//` resolved lexically."""
+    if re.match(r"[A-Za-z]:[\\/]", path):  # Windows paths become /c/...
+        path = "/" + path[0].lower() + "/" + path[3:].replace("\\", "/")
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    return "/" + posixpath.normpath(path if path.startswith("/") else f"{cwd}/{path}").lstrip("/")
+
+
+def _path_matches(pattern: str, path: str, cwd: str, home: str, root: str) -> bool:
+    """Current profile: gitignore-style permission paths, anchored per §5.4."""
+    anchors = (("//", "/"), ("~/", home), ("/", root), ("./", cwd), ("**/", "/"), ("", cwd))
+    prefix, base = next((p, b) for p, b in anchors if pattern.startswith(p))
+    pattern = pattern[len(prefix) :] if prefix != "**/" else pattern
+    if not prefix and "/" not in pattern.rstrip("/"):
+        base, pattern = "/", "**/" + pattern  # a bare name matches at any depth
+    if pattern.endswith("/") or not pattern:
+        pattern += "**"
+    segments = [s for s in posixpath.normpath(f"{base}/{pattern}").split("/") if s]
+    if segments[-1:] == ["**"]:
+        segments[-1:] = ["*", "**"]  # `dir/**` is what is inside `dir`, not `dir` itself
+    unescape = functools.partial(re.sub, r"\\(.)", lambda m: f"[{m[1]}]" if m[1] in "*?[" else m[1])
+    return _segments_match(list(map(unescape, segments)), [s for s in path.split("/") if s])
+
+
+def _segments_match(globs: list[str], names: list[str]) -> bool:
+    """`**` is any run of names, else fnmatch (ReDoS-safe); O(len(globs) * len(names)) globs."""
+    g = n = 0
+    star, mark = -1, 0  # a mismatch retries from the last `**` only: enough for a plain star
+    while n < len(names):
+        if g < len(globs) and globs[g] == "**":
+            star, mark, g = g, n, g + 1
+        elif g < len(globs) and fnmatch.fnmatchcase(names[n], globs[g]):
+            g, n = g + 1, n + 1
+        elif star < 0:
+            return False
+        else:
+            g, mark = star + 1, mark + 1
+            n = mark
+    return all(glob == "**" for glob in globs[g:])
+
+
+def _domain_matches(content: str, url: object) -> bool:
+    """WebFetch(domain:H) against the URL's host, read the way a WHATWG parser (Node) reads it."""
+    if not content.startswith("domain:") or not isinstance(url, str):
+        return False
+    wanted = _host_key(content[7:].strip()).split(".")
+    if wanted == ["*"]:
+        return True
+    url = re.sub(r"[\t\n\r]", "", url.strip("".join(map(chr, range(0x21)))))
+    if re.match(r"(?i)(?:https?|wss?|ftp|file):", url):
+        url = url.replace("\\", "/")  # else `http://good.com\@evil.com` reads as host evil.com
+    try:
+        host = urllib.parse.urlsplit(url).hostname
+    except ValueError:
+        return False
+    labels = _host_key(urllib.parse.unquote(host or "")).split(".")
+    if wanted[0] == "*" and len(wanted) > 1:  # `*.example.com`: any depth, but not the apex
+        wanted, labels = wanted[1:], labels[1 - len(wanted) :] if len(labels) >= len(wanted) else []
+    return (
+        bool(host) and len(labels) == len(wanted) and all(map(shellwords.wildcard, wanted, labels))
+    )
+
+
+def _host_key(host: str) -> str:
+    host = host.rstrip(".").lower()
+    if not host.isascii():
+        with contextlib.suppress(UnicodeError):
+            host = host.encode("idna").decode("ascii").lower()
+    return host
