@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import SettingsError
 from engine.events import is_known
+from engine.match import regex_error
 
 __all__ = [
     "SCOPES",
@@ -214,6 +215,13 @@ def _parse_group(
     if matcher is not None and not isinstance(matcher, str):
         _bad(file, path + ".matcher", "expected a string", warnings, strict)
         return None
+    if matcher and matcher != "*" and not _SIMPLE_MATCHER.fullmatch(matcher):
+        why = regex_error(matcher)
+        if why is not None:
+            message = f"invalid regex {matcher!r} ({why}); the group would never match"
+            if strict:
+                raise SettingsError(file, path + ".matcher", message)
+            warnings.append(f"{file}: {path}.matcher: {message}")
     hooks_raw = raw.get("hooks")
     if not isinstance(hooks_raw, list):
         _bad(file, path + ".hooks", "expected a list of hooks", warnings, strict)
@@ -272,6 +280,7 @@ def parse_settings(
         raise SettingsError(file, where.lstrip("."), why) from exc
 
 
+_SIMPLE_MATCHER = re.compile(r"[A-Za-z0-9_\-, |]+")
 _PLUGIN_VARS = re.compile(r"\$\{CLAUDE_PLUGIN_(ROOT|DATA)\}")
 
 
