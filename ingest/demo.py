@@ -122,7 +122,8 @@ async def run_demo(
             async def lane() -> None:
                 while queue:
                     evs = queue.pop(0)
-                    result.published += await _play_session(nc, js, evs, n)
+                    played = await _play_session(nc, js, evs, n)
+                    result.published += played
                     if progress is not None:
                         progress(result.published)
 

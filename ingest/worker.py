@@ -204,7 +204,7 @@ class Worker:
         finally:
             if self.writer is not None:
                 self.writer.close()
-            await nc.drain()
+            await nc.close()
         return self.stats
 
     def stop(self) -> None:
