@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -224,7 +225,7 @@ def spec(name: str) -> EventSpec:
     return CATALOG[name]
 
 
-def match_query(event: str, payload: dict[str, object]) -> str | None:
+def match_query(event: str, payload: Mapping[str, object]) -> str | None:
     """The string an event's matcher is tested against, or None when it has no target.
 
     FileChanged matches the basename of `file_path` (spec §5.2).

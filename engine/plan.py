@@ -20,7 +20,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from engine import match
 from engine.effects import Invocation
@@ -145,6 +145,59 @@ def _env_file(home: str, session_id: str, event: str, index: int) -> str:
     return f"{home}/.claude/session-env/{sid}/{event.lower()}-hook-{index}.sh"
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """An entry that passed lockdown, matcher and type checks for one (event, query)."""
+
+    entry: Entry
+    identity: HookIdentity
+    dedup: tuple[str, ...] | None
+    rule: match.Rule | None
+    timeout: float
+    env: Mapping[str, str]
+
+
+_Prefiltered = tuple[tuple[_Prepared, ...], tuple[Skipped, ...]]
+
+
+def _prefilter(
+    event: str, query: str | None, eff: Effective, profile: Profile, dialect: match.Dialect
+) -> _Prefiltered:
+    """The part of planning that depends only on (event, query): memoised per Effective."""
+    kept: list[_Prepared] = []
+    skipped: list[Skipped] = []
+    if_ok = match.if_allowed_on(event, profile)
+    for entry in eff.entries[event]:
+        h = entry.hook
+        why: str | None = None
+        if (eff.disable_all or eff.allow_managed_only) and entry.scope != "managed":
+            why = "disableAllHooks" if eff.disable_all else "allowManagedHooksOnly"
+        elif not match.matcher_matches(
+            event, query, entry.matcher, profile=profile, dialect=dialect
+        ):
+            why = "matcher"
+        elif not _type_allowed(event, h.type, profile):
+            why = f"{h.type} hooks do not run on {event}"
+        elif h.if_ is not None and not if_ok:
+            why = f"'if' is not allowed on {event}"
+        if why is not None:
+            skipped.append(Skipped(entry.scope, entry.file, h.type, why))
+            continue
+        rule = match.parse_rule(h.if_, profile=profile) if h.if_ is not None else None
+        env = dict(entry.group_env)
+        if entry.plugin_root:
+            env["CLAUDE_PLUGIN_ROOT"] = entry.plugin_root
+            if entry.plugin_data:
+                env["CLAUDE_PLUGIN_DATA"] = entry.plugin_data
+        timeout = default_timeout(event, h, profile)
+        kept.append(_Prepared(entry, identity_of(entry), _dedup_key(entry), rule, timeout, env))
+    return tuple(kept), tuple(skipped)
+
+
+_EMPTY = Plan(())
+_CACHE_LIMIT = 4096
+
+
 def plan(
     event: str,
     payload: Mapping[str, Any],
@@ -159,93 +212,80 @@ def plan(
 ) -> Plan:
     """The hooks that run for one event, in configuration order.
 
+    `payload` is read, never copied or changed: invocations share it.
     `sessionend_budget_ms` is ``CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS`` when set.
     """
-    if not eff.has_hooks(event) or not trusted:
-        return Plan(())
-    query = match_query(event, dict(payload))
-    tool_name = payload.get("tool_name")
-    tool_input = payload.get("tool_input")
-    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
-    skipped: list[Skipped] = []
-    kept: dict[tuple[str, ...] | int, Entry] = {}
-    for entry in eff.entries[event]:
-        h = entry.hook
-
-        def skip(why: str, entry: Entry = entry) -> None:
-            skipped.append(Skipped(entry.scope, entry.file, entry.hook.type, why))
-
-        if (eff.disable_all or eff.allow_managed_only) and entry.scope != "managed":
-            skip("disableAllHooks" if eff.disable_all else "allowManagedHooksOnly")
-            continue
-        if not match.matcher_matches(event, query, entry.matcher, profile=profile, dialect=dialect):
-            skip("matcher")
-            continue
-        if not _type_allowed(event, h.type, profile):
-            skip(f"{h.type} hooks do not run on {event}")
-            continue
-        if h.if_ is not None:
-            if not match.if_allowed_on(event, profile):
-                skip(f"'if' is not allowed on {event}")
-                continue
-            rule = match.parse_rule(h.if_, profile=profile)
+    if not trusted or not eff.has_hooks(event):
+        return _EMPTY
+    query = match_query(event, payload)
+    key = (event, query, profile, dialect)
+    cached = cast(_Prefiltered | None, eff.plan_cache.get(key))
+    if cached is None:
+        cached = _prefilter(event, query, eff, profile, dialect)
+        if len(eff.plan_cache) < _CACHE_LIMIT:
+            eff.plan_cache[key] = cached
+    prepared, skipped_static = cached
+    if not prepared:
+        return Plan((), skipped_static)
+    cwd_value = payload.get("cwd")
+    cwd = cwd_value if isinstance(cwd_value, str) else ""
+    skipped: tuple[Skipped, ...] = skipped_static
+    kept: dict[object, _Prepared] = {}
+    for p in prepared:
+        if p.rule is not None:
+            tool_name = payload.get("tool_name")
+            tool_input = payload.get("tool_input")
             if not isinstance(tool_name, str) or not match.if_matches(
-                rule,
+                p.rule,
                 tool_name,
                 tool_input if isinstance(tool_input, Mapping) else {},
-                cwd=str(cwd),
+                cwd=cwd,
                 home=home,
-                source_root=entry.base_dir,
+                source_root=p.entry.base_dir,
                 profile=profile,
             ):
-                skip("if")
+                skipped += (Skipped(p.entry.scope, p.entry.file, p.entry.hook.type, "if"),)
                 continue
-        key = _dedup_key(entry)
-        if key is None:
-            kept[entry.order] = entry
+        if p.dedup is None:
+            kept[p.entry.order] = p
         else:
-            kept.pop(key, None)  # last wins, at its own position
-            kept[key] = entry
-    entries = sorted(kept.values(), key=lambda e: e.order)
+            kept.pop(p.dedup, None)  # last wins, at its own position
+            kept[p.dedup] = p
+    chosen = sorted(kept.values(), key=lambda p: p.entry.order) if len(kept) > 1 else kept.values()
     budget = _sessionend_budget(eff, sessionend_budget_ms) if event == "SessionEnd" else None
-    session_id = payload.get("session_id")
+    project_dir = eff.project_dir or cwd
     invocations = []
-    for index, entry in enumerate(entries):
-        timeout = default_timeout(event, entry.hook, profile)
-        if budget is not None:
-            timeout = min(timeout, budget)
-        env: dict[str, str] = dict(entry.group_env)
-        env["CLAUDE_PROJECT_DIR"] = eff.project_dir or str(cwd)
-        if entry.plugin_root:
-            env["CLAUDE_PLUGIN_ROOT"] = entry.plugin_root
-            if entry.plugin_data:
-                env["CLAUDE_PLUGIN_DATA"] = entry.plugin_data
+    for index, p in enumerate(chosen):
+        entry = p.entry
+        timeout = p.timeout if budget is None else min(p.timeout, budget)
+        env = {**p.env, "CLAUDE_PROJECT_DIR": project_dir}
         if (
             event in _ENV_FILE_EVENTS
             and isinstance(entry.hook, CommandHook)
             and (entry.hook.shell in (None, "bash"))
         ):
+            session_id = payload.get("session_id")
             env["CLAUDE_ENV_FILE"] = _env_file(
                 home, session_id if isinstance(session_id, str) else "", event, index
             )
         invocations.append(
             Invocation(
-                index=index,
-                event=event,
-                hook=entry.hook,
-                identity=identity_of(entry),
-                source=entry.scope,
-                matcher=entry.matcher,
-                timeout=timeout,
-                payload=dict(payload),
-                input_json=input_json,
-                cwd=str(cwd),
-                env=env,
-                plugin_root=entry.plugin_root,
-                plugin_data=entry.plugin_data,
+                index,
+                event,
+                entry.hook,
+                p.identity,
+                entry.scope,
+                entry.matcher,
+                timeout,
+                payload,  # type: ignore[arg-type]
+                input_json,
+                cwd,
+                env,
+                entry.plugin_root,
+                entry.plugin_data,
             )
         )
-    return Plan(tuple(invocations), tuple(skipped))
+    return Plan(tuple(invocations), skipped)
 
 
 def _sessionend_budget(eff: Effective, override_ms: float | None) -> float:

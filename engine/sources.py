@@ -87,6 +87,11 @@ class Effective:
     files: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     sessionend_max_timeout: float | None = None
+    # The planner's memo of matcher results, keyed by (event, query, profile, dialect).
+    # Derived data only: it never changes what a plan contains.
+    plan_cache: dict[tuple[object, ...], object] = field(
+        default_factory=dict, compare=False, repr=False, hash=False
+    )
 
     def has_hooks(self, event: str) -> bool:
         """The fast existence check: may any hook run for this event?"""

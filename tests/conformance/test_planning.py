@@ -14,7 +14,9 @@ from engine.sources import Effective, Source, merge
 
 def src(scope: str, hooks: dict[str, Any], root: str | None = None, **policy: Any) -> Source:
     doc = {"hooks": hooks, **policy}
-    return Source(scope, f"{scope}.json", parse_settings(doc, f"{scope}.json"), "/proj", root)
+    return Source(
+        scope, f"{scope}.json", parse_settings(doc, f"{scope}.json", strict=False), "/proj", root
+    )
 
 
 def group(matcher: str | None, *commands: str, **extra: Any) -> dict[str, Any]:
