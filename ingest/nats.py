@@ -380,14 +380,14 @@ def _stream_configs(
     )
 
 
-def _worker_config(n: Names) -> js_api.ConsumerConfig:
+def _worker_config(n: Names, ack_wait: float = ACK_WAIT) -> js_api.ConsumerConfig:
     return js_api.ConsumerConfig(
         name=n.worker_consumer,
         durable_name=n.worker_consumer,
         description="hookaudit workers: ack after the outcome is durably appended",
         deliver_policy=js_api.DeliverPolicy.ALL,
         ack_policy=js_api.AckPolicy.EXPLICIT,
-        ack_wait=ACK_WAIT,
+        ack_wait=ack_wait,
         max_ack_pending=MAX_ACK_PENDING,
         filter_subject=n.events_subjects,
     )
@@ -491,8 +491,13 @@ async def provision(
     replicas: int = 1,
     duplicate_window: float = 120.0,
     prefix: str = "",
+    ack_wait: float = ACK_WAIT,
 ) -> None:
     """Create the streams and the worker consumer, or check the ones that exist.
+
+    `ack_wait` is how long a worker may hold an event before JetStream redelivers it
+    (it bounds how long a crashed worker's batch waits); it applies when the consumer
+    is created.
 
     Existing streams whose subjects, storage and retention match are left as they are
     (an operator may have tuned limits or replicas); others raise `ProvisionError`.
@@ -503,4 +508,4 @@ async def provision(
     n = names(prefix)
     for config in _stream_configs(n, replicas, duplicate_window):
         await _ensure_stream(js, config)
-    await _ensure_consumer(js, n.events_stream, _worker_config(n))
+    await _ensure_consumer(js, n.events_stream, _worker_config(n, ack_wait))

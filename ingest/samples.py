@@ -170,7 +170,7 @@ def sessions(
                     "tool_input": tool_input,
                     "tool_use_id": tuid,
                 }
-                yield pre
+                yield dict(pre)  # consumers may pop the _user/_host keys
                 if rng.random() < 0.07:
                     yield {
                         **pre,
