@@ -50,6 +50,9 @@ class Evaluation:
 
 Flow = Generator[RunHooks, Sequence[RawResult], Evaluation]
 
+# The decision when no hook runs depends only on (event, posture, profile).
+_EMPTY_DECISIONS: dict[tuple[str, str, str], Decision] = {}
+
 
 def finish(
     event: str,
@@ -61,6 +64,14 @@ def finish(
     profile: Profile,
 ) -> Evaluation:
     """Decode each hook's raw result and aggregate (the second half of `decide`)."""
+    if not the_plan.invocations:
+        key = (event, posture, profile)
+        empty = _EMPTY_DECISIONS.get(key)
+        if empty is None:
+            empty = _EMPTY_DECISIONS[key] = aggregate(
+                event, payload, [], posture=posture, profile=profile
+            )
+        return Evaluation(the_plan, (), (), empty, posture, profile)
     pairs: list[tuple[Invocation, HookVerdict]] = []
     runs: list[HookRun] = []
     for inv, raw in zip(the_plan.invocations, results, strict=True):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,7 +31,7 @@ from engine.effects import Executor, Invocation, RawResult, RunHooks
 from engine.errors import InvalidEvent
 from engine.events import ALL_TYPES, is_known
 from engine.executors.python import PythonExecutor
-from engine.flow import Evaluation, decide
+from engine.flow import Evaluation, Flow, decide
 from engine.records import ENGINE_VERSION, HookEvent, Outcome
 from engine.settings import PythonHook
 from engine.sources import Effective
@@ -167,9 +167,53 @@ class Engine:
         self, event: HookEvent, eff: Effective, *, replay_id: str | None = None
     ) -> Outcome:
         """Evaluate one stored/received HookEvent and build its Outcome record."""
+        started = self.start(event, eff, replay_id=replay_id)
+        return started if isinstance(started, Outcome) else await started
+
+    def start(
+        self, event: HookEvent, eff: Effective, *, replay_id: str | None = None
+    ) -> Outcome | Coroutine[Any, Any, Outcome]:
+        """Evaluate without the event loop when no hook needs I/O.
+
+        Returns the Outcome at once when no hook matched or every matched hook is a
+        sync python hook; otherwise a coroutine to await. Workers use this to keep
+        the common case free of task overhead.
+        """
         payload = _payload_decoder.decode(event.payload)
-        ev = await self.evaluate_payload(event.event, payload, event.payload.encode(), eff)
-        return to_outcome(event, ev, eff, replay_id=replay_id)
+        flow = decide(
+            event.event,
+            payload,
+            event.payload.encode(),
+            eff,
+            posture=self.posture_for(event.event, eff),
+            profile=self.profile,
+            trusted=self.trusted,
+            home=self.home,
+            sessionend_budget_ms=self.sessionend_budget_ms,
+        )
+        try:
+            effect = next(flow)
+        except StopIteration as done:
+            return to_outcome(event, done.value, eff, replay_id=replay_id)
+        if all(isinstance(inv.hook, PythonHook) for inv in effect.invocations):
+            quick = [self.python.call_sync(inv) for inv in effect.invocations]
+            if all(r is not None for r in quick):
+                try:
+                    flow.send([r for r in quick if r is not None])
+                except StopIteration as done:
+                    return to_outcome(event, done.value, eff, replay_id=replay_id)
+        return self._finish_async(event, flow, effect, eff, replay_id)
+
+    async def _finish_async(
+        self, event: HookEvent, flow: Flow, effect: RunHooks, eff: Effective,
+        replay_id: str | None,
+    ) -> Outcome:
+        try:
+            while True:
+                results = await self.run_hooks(effect.invocations)
+                effect = flow.send(results)
+        except StopIteration as done:
+            return to_outcome(event, done.value, eff, replay_id=replay_id)
 
 
 def to_outcome(

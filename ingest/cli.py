@@ -261,7 +261,7 @@ def nats_status(
     "(events come from other hosts). Default: this process's working directory. The "
     "event JSON still carries the original cwd.",
 )
-@click.option("--batch", type=int, default=256, show_default=True, help="Messages per fetch.")
+@click.option("--batch", type=int, default=512, show_default=True, help="Messages per fetch.")
 @click.option(
     "--max-segment-mb",
     type=int,

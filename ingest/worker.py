@@ -24,7 +24,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -118,8 +118,9 @@ class Worker:
         profile: Literal["current", "legacy"] = "current",
         name: str | None = None,
         workdir: str | None = None,
-        batch: int = 256,
+        batch: int = 512,
         concurrency: int = 64,
+        pipeline: int = 3,
         log_key: bytes | None = None,
         max_segment_bytes: int = 64 * 1024 * 1024,
         max_segment_age: float = 3600.0,
@@ -135,6 +136,7 @@ class Worker:
         self.workdir = workdir
         self.batch = batch
         self.sem = asyncio.Semaphore(concurrency)
+        self.pipeline = max(1, pipeline)
         self.log_key = log_key
         self.max_segment_bytes = max_segment_bytes
         self.max_segment_age = max_segment_age
@@ -191,16 +193,35 @@ class Worker:
             await acks.start()
             self.writer = self._open_log()
             _log.info("worker %s consuming %s", self.name, self.names.events_stream)
-            while not self.stopping.is_set():
-                try:
-                    msgs = await sub.fetch(self.batch, timeout=0.5)
-                except TimeoutError:
-                    continue
-                except Exception as exc:  # nats-py raises its own timeout type
-                    if type(exc).__name__ in ("TimeoutError", "FetchTimeoutError"):
+            inflight: set[asyncio.Task[None]] = set()
+            try:
+                while not self.stopping.is_set():
+                    try:
+                        msgs = await sub.fetch(self.batch, timeout=0.5)
+                    except TimeoutError:
                         continue
-                    raise
-                await self._handle(nc, acks, msgs)
+                    except Exception as exc:  # nats-py raises its own timeout type
+                        if type(exc).__name__ in ("TimeoutError", "FetchTimeoutError"):
+                            continue
+                        raise
+                    handled = await self._append(nc, msgs)
+                    if handled is None:
+                        continue
+                    # Publishing outcomes and acking overlaps the next batch's evaluation:
+                    # the batch is already durable, and its events are acked only once
+                    # JetStream has stored every outcome.
+                    task = asyncio.create_task(self._publish_and_ack(nc, acks, *handled))
+                    inflight.add(task)
+                    task.add_done_callback(inflight.discard)
+                    if len(inflight) >= self.pipeline:
+                        done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                        for t in done:
+                            t.result()
+            finally:
+                if inflight:
+                    for failure in await asyncio.gather(*inflight, return_exceptions=True):
+                        if isinstance(failure, BaseException):
+                            _log.error("publishing a batch failed: %s", failure)
         finally:
             if self.writer is not None:
                 self.writer.close()
@@ -210,11 +231,14 @@ class Worker:
     def stop(self) -> None:
         self.stopping.set()
 
-    async def _evaluate(self, event: HookEvent) -> Outcome:
+    async def _bounded(self, coro: Coroutine[Any, Any, Outcome]) -> Outcome:
         async with self.sem:
-            return await self.engine.evaluate(event, self.eff)
+            return await coro
 
-    async def _handle(self, nc: Any, acks: _AckWaiter, msgs: list[Any]) -> None:
+    async def _append(
+        self, nc: Any, msgs: list[Any]
+    ) -> tuple[list[tuple[Any, HookEvent]], list[Outcome]] | None:
+        """Decode, evaluate and durably append one batch; answer waiting emitters."""
         assert self.writer is not None
         events: list[tuple[Any, HookEvent]] = []
         for msg in msgs:
@@ -224,33 +248,57 @@ class Worker:
                 self._reject(msg, f"undecodable event: {exc}")
                 await msg.term()
         if not events:
-            return
-        outcomes = await asyncio.gather(*(self._evaluate(ev) for _, ev in events))
-        stored = self.writer.append_batch(outcomes)
+            return None
+        outcomes: list[Outcome | None] = []
+        waiting: list[tuple[int, Coroutine[Any, Any, Outcome]]] = []
+        for i, (_, ev) in enumerate(events):
+            started = self.engine.start(ev, self.eff)
+            if isinstance(started, Outcome):
+                outcomes.append(started)
+            else:
+                outcomes.append(None)
+                waiting.append((i, started))
+        if waiting:
+            done = await asyncio.gather(*(self._bounded(c) for _, c in waiting))
+            for (i, _), o in zip(waiting, done, strict=True):
+                outcomes[i] = o
+        ready = [o for o in outcomes if o is not None]
+        stored = self.writer.append_batch(ready)
         by_key = {idempotency_key(o.event.id, o.settings_id, o.replay_id): o for o in stored}
         final: list[Outcome] = []
-        for o in outcomes:
+        for o in ready:
             key = idempotency_key(o.event.id, o.settings_id, o.replay_id)
             kept = by_key.get(key)
             if kept is None:
                 self.stats.duplicates += 1
                 kept = self.writer.lookup(key) or o
             final.append(kept)
+        # Durable now: a waiting agent may act on its decision.
+        for (msg, ev), o in zip(events, final, strict=True):
+            reply = (msg.headers or {}).get(REPLY_HEADER)
+            if reply:
+                await nc.publish(reply, encode_msgpack(Reply(event_id=ev.id, outcome=o)))
+                self.stats.replies += 1
+        self.stats.appended += len(stored)
+        return events, final
+
+    async def _publish_and_ack(
+        self,
+        nc: Any,
+        acks: _AckWaiter,
+        events: list[tuple[Any, HookEvent]],
+        final: list[Outcome],
+    ) -> None:
         futures = []
         for o in final:
             subject = outcome_subject(self.names, o.event.event, o.decision or "none")
             headers = {MSG_ID: idempotency_key(o.event.id, o.settings_id, o.replay_id)}
             futures.append(await acks.publish(subject, encode_msgpack(o), headers))
         await acks.wait(futures, timeout=10.0)
-        for (msg, ev), o in zip(events, final, strict=True):
-            reply = (msg.headers or {}).get(REPLY_HEADER)
-            if reply:
-                await nc.publish(reply, encode_msgpack(Reply(event_id=ev.id, outcome=o)))
-                self.stats.replies += 1
+        for msg, _ in events:
             await msg.ack()
         await nc.flush()
         self.stats.events += len(events)
-        self.stats.appended += len(stored)
         self.stats.batches += 1
         if self.on_batch is not None:
             self.on_batch(self.stats)

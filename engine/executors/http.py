@@ -287,6 +287,9 @@ class HttpExecutor:
         self._proxied: dict[str, httpx.AsyncClient] = {}
         self._ssl: ssl.SSLContext | None = None
         self._user_agent = f"hookaudit/{ENGINE_VERSION}"
+        # Pure per-URL work, memoised: how httpx reads a URL, and IP-literal vetting.
+        self._client_view: dict[str, tuple[str, int]] = {}
+        self._literal_pins: dict[tuple[str, tuple[str, ...] | None], _Pin] = {}
 
     # ---------------------------------------------------------------- clients
 
@@ -301,7 +304,12 @@ class HttpExecutor:
     def _own_loop(self) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
-            # Pooled sockets belong to the loop that opened them; a new loop starts afresh.
+            # Pooled sockets belong to the loop that opened them: a new loop starts afresh,
+            # and the old clients are closed on their own loop if it still runs.
+            old = [c for c in (self._direct, *self._proxied.values()) if c is not None]
+            if old and self._loop is not None and self._loop.is_running():
+                for client in old:
+                    asyncio.run_coroutine_threadsafe(client.aclose(), self._loop)
             self._loop, self._direct, self._proxied = loop, None, {}
 
     def _direct_client(self) -> httpx.AsyncClient:
@@ -414,14 +422,23 @@ class HttpExecutor:
                     f"HTTP hook blocked: {url} does not match any pattern in allowedHttpHookUrls",
                 )
             proxy = proxy_for(url, env)
-            target = await vet_url(
-                url,
-                patterns=patterns,
-                resolver=self.resolver,
-                allow_loopback=self.allow_loopback,
-                proxy=proxy,
-            )
-            pin = None if proxy is not None else self._pin(target)
+            key = (url, None if patterns is None else tuple(patterns))
+            pin = self._literal_pins.get(key) if proxy is None else None
+            if pin is None:
+                target = await vet_url(
+                    url,
+                    patterns=patterns,
+                    resolver=self.resolver,
+                    allow_loopback=self.allow_loopback,
+                    proxy=proxy,
+                )
+                if proxy is None:
+                    pin = self._pin(target)
+                    if parse_host_literal(target.host) is not None:
+                        # No DNS involved: the same URL always vets the same way.
+                        if len(self._literal_pins) >= 1024:
+                            self._literal_pins.clear()
+                        self._literal_pins[key] = pin
         except Blocked as blocked:
             return RawResult(error_kind=blocked.kind, error=blocked.message, duration_ms=_ms(t0))
         headers, notes = self._headers(hook, env, names)
@@ -454,12 +471,20 @@ class HttpExecutor:
         )
 
     def _pin(self, target: Target) -> _Pin:
-        try:
-            seen = httpx.URL(target.url)
-        except httpx.InvalidURL as exc:
-            raise Blocked("bad_url", f"HTTP hook blocked: {target.url!r}: {exc}") from exc
-        host = seen.raw_host.decode("ascii").lower()
-        port = seen.port or (443 if seen.scheme == "https" else 80)
+        parsed = self._client_view.get(target.url)
+        if parsed is None:
+            try:
+                seen = httpx.URL(target.url)
+            except httpx.InvalidURL as exc:
+                raise Blocked("bad_url", f"HTTP hook blocked: {target.url!r}: {exc}") from exc
+            parsed = (
+                seen.raw_host.decode("ascii").lower(),
+                seen.port or (443 if seen.scheme == "https" else 80),
+            )
+            if len(self._client_view) >= 1024:
+                self._client_view.clear()
+            self._client_view[target.url] = parsed
+        host, port = parsed
         if not _same_host(target.host, host) or port != target.port:
             raise Blocked(
                 "bad_url",

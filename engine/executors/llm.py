@@ -575,6 +575,9 @@ class LlmExecutor:
             return self._given_client
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
+            # A client's sockets belong to its loop; close the old one there if it runs.
+            if self._client is not None and self._loop is not None and self._loop.is_running():
+                asyncio.run_coroutine_threadsafe(self._client.aclose(), self._loop)
             self._loop = loop
             self._client = httpx.AsyncClient(
                 timeout=None, follow_redirects=False, trust_env=self.trust_env

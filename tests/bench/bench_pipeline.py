@@ -1,0 +1,118 @@
+"""Benchmark: sustained end-to-end events/s through the worker vs a raw JetStream loop.
+
+Both sides consume the same N pre-published events from the same stream on the same
+embedded nats-server, in the same run:
+- raw: a nats-py pull consumer that fetches batches and acks each message;
+- hookaudit: the Worker (matcher-only settings: 20 groups, none matching the events'
+  tools), which decodes, evaluates, appends to the fsynced log, publishes each outcome
+  (PubAck awaited), then acks.
+
+Prints JSON with both rates and the ratio (target ≥ 0.7).
+Run: .venv/bin/python tests/bench/bench_pipeline.py [N]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from engine.records import encode_msgpack, new_event
+from ingest.embedded import start_embedded, stop_embedded
+from ingest.nats import ConnectOptions, event_subject, names, provision
+from ingest.protocol import MSG_ID
+from ingest.worker import Worker
+
+MATCHERS = ["Bash", "Edit|Write", "Read", "WebFetch", "mcp__github__.*", "NotebookEdit", "Agent"]
+
+
+def write_settings(d: Path) -> Path:
+    groups = [{"matcher": m, "hooks": [{"type": "command", "command": f"guard-{i}.sh"}]}
+              for i, m in enumerate(MATCHERS * 3)][:20]
+    path = d / "settings.json"
+    path.write_text(json.dumps({"hooks": {"PreToolUse": groups}}))
+    return path
+
+
+async def preload(js: object, n_prefix: str, count: int) -> None:
+    nm = names(n_prefix)
+    futs = []
+    for i in range(count):
+        ev = new_event({"hook_event_name": "PreToolUse", "session_id": f"s{i % 50}",
+                        "cwd": "/home/u/p", "tool_name": "Glob",
+                        "tool_input": {"pattern": "**/*.py"}, "tool_use_id": f"toolu_{i}"},
+                       source="bench", host="h", user="u")
+        futs.append(js.publish(event_subject(nm, "PreToolUse"), encode_msgpack(ev),  # type: ignore[attr-defined]
+                               headers={MSG_ID: ev.id}))
+        if len(futs) >= 500:
+            await asyncio.gather(*futs)
+            futs = []
+    await asyncio.gather(*futs)
+
+
+async def raw_rate(co: ConnectOptions, prefix: str, count: int) -> float:
+    nc = await co.connect()
+    js = nc.jetstream()
+    nm = names(prefix)
+    await provision(js, prefix=prefix)
+    await preload(js, prefix, count)
+    sub = await js.pull_subscribe_bind(nm.worker_consumer, stream=nm.events_stream)
+    got = 0
+    t = time.perf_counter()
+    while got < count:
+        msgs = await sub.fetch(256, timeout=5)
+        for m in msgs:
+            await m.ack()
+        got += len(msgs)
+    await nc.flush()
+    elapsed = time.perf_counter() - t
+    await nc.close()
+    return count / elapsed
+
+
+async def worker_rate(co: ConnectOptions, prefix: str, count: int, d: Path) -> float:
+    nc = await co.connect()
+    js = nc.jetstream()
+    await provision(js, prefix=prefix)
+    await preload(js, prefix, count)
+    await nc.close()
+    w = Worker(data_dir=d / "data", settings=[("project", str(write_settings(d)))], connect=co,
+               names=names(prefix), name="bench-1", batch=256)
+    t = time.perf_counter()
+    task = asyncio.create_task(w.run())
+    while w.stats.events < count:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    elapsed = time.perf_counter() - t
+    w.stop()
+    await task
+    return count / elapsed
+
+
+async def main(count: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        server = start_embedded(d / "nats-data")
+        try:
+            co = ConnectOptions(servers=(server.url,))
+            raw = await raw_rate(co, "raw", count)
+            ours = await worker_rate(co, "ours", count, d)
+            raw2 = await raw_rate(co, "raw2", count)
+        finally:
+            stop_embedded(d / "nats-data")
+    baseline = (raw + raw2) / 2
+    print(json.dumps({
+        "events": count,
+        "raw_pull_ack_per_s": round(baseline),
+        "worker_end_to_end_per_s": round(ours),
+        "ratio": round(ours / baseline, 3),
+        "target_ratio": 0.7,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20000))
