@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ingest.cli:worker_cmd",
         "Consume events, evaluate, append to the log, ack, answer.",
     ),
+    "serve": ("ingest.cli_serve:serve_cmd", "HTTP gateway for Claude Code http hooks: POST the hook input, get the decision."),
     "verify": ("ingest.cli:verify_cmd", "Check the log's hash chains and manifests."),
     "log": ("ingest.cli:log_group", "The append-only log: seal."),
 }

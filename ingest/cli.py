@@ -323,7 +323,7 @@ def worker_cmd(
             settings=[parse_scoped(s) for s in settings_specs],
             connect=co,
             names=names(prefix),
-            posture=posture,
+            posture=posture,  # type: ignore[arg-type]
             profile=profile,  # type: ignore[arg-type]
             name=name,
             workdir=workdir,

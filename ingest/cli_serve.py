@@ -1,0 +1,182 @@
+"""`hookaudit serve`: the click command around `ingest.serve.HttpServer`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from engine.errors import HookauditError
+from ingest.cli import build_connect, connection_options, data_dir_option, fail
+from ingest.protocol import default_data_dir
+
+__all__ = ["serve_cmd"]
+
+
+@click.command("serve")
+@data_dir_option
+@connection_options
+@click.option(
+    "--listen",
+    default="127.0.0.1:8787",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to listen on (IPv6 as [::1]:8787; port 0 picks a free one). "
+    "Anything but loopback needs --token.",
+)
+@click.option(
+    "--token",
+    envvar="HOOKAUDIT_SERVE_TOKEN",
+    default=None,
+    help="Require 'Authorization: Bearer TOKEN' on every request but /healthz "
+    "(env HOOKAUDIT_SERVE_TOKEN; prefer the env var, argv is visible to ps).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.01),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for a worker's decision.",
+)
+@click.option(
+    "--fail",
+    "fail_mode",
+    type=click.Choice(["open", "closed"]),
+    default="open",
+    show_default=True,
+    help="No decision in time, NATS down or overloaded: open answers an empty body "
+    "(Claude Code proceeds); closed answers the event's blocking JSON (deny at "
+    "PreToolUse).",
+)
+@click.option(
+    "--max-body",
+    type=click.IntRange(min=1),
+    default=1024 * 1024,
+    show_default=True,
+    help="Largest request body in bytes; larger ones get 413.",
+)
+@click.option(
+    "--max-pending",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Requests waiting for a decision at once; beyond that, the --fail answer.",
+)
+@click.option(
+    "--provision/--no-provision",
+    default=True,
+    show_default=True,
+    help="Create the streams at start if missing (off when the NATS account may not).",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Also log late replies (failures are always logged to stderr).",
+)
+def serve_cmd(
+    data_dir: Path | None,
+    nats_url: str | None,
+    creds: str | None,
+    nkey_seed: str | None,
+    user: str | None,
+    password: str | None,
+    tls_ca: str | None,
+    prefix: str,
+    listen: str,
+    token: str | None,
+    timeout: float,
+    fail_mode: str,
+    max_body: int,
+    max_pending: int,
+    provision: bool,
+    verbose: bool,
+) -> None:
+    """HTTP gateway for Claude Code http hooks: POST the hook input, get the decision.
+
+    POST /hooks (or /, or /hooks/<EventName>) with the hook input JSON. The answer
+    is 200 with the JSON one Claude Code hook returns for the worker's decision, or
+    200 with an empty body for "no decision". GET /healthz is 200 while NATS is
+    connected, else 503. Each request becomes a HookEvent (source "http"; host from
+    the X-Hookaudit-Host header, else the peer address; user from X-Hookaudit-User).
+
+    A status code cannot block in Claude Code: a rejected request (413 too large,
+    400 bad JSON or unknown event, 401 bad token) is a non-blocking hook error, so
+    it fails OPEN whatever --fail says; --fail covers the decision path only.
+    SIGTERM stops accepting, answers the requests in flight, then closes NATS.
+
+    No http hook can block Notification, SessionStart, Setup, SessionEnd,
+    StopFailure, SubagentStart, PostCompact, PermissionDenied, WorktreeRemove,
+    InstructionsLoaded, CwdChanged, FileChanged, MessageDisplay or DirectoryAdded:
+    there --fail closed answers an empty body too. TeammateIdle and TaskCompleted
+    are blocked with continue:false, which stops the teammate.
+
+    \b
+    Claude Code settings (the token travels through headers + allowedEnvVars):
+      {"hooks": {"PreToolUse": [{"hooks": [{"type": "http",
+         "url": "http://127.0.0.1:8787/hooks",
+         "headers": {"Authorization": "Bearer $HOOKAUDIT_TOKEN"},
+         "allowedEnvVars": ["HOOKAUDIT_TOKEN"]}]}]}}
+
+    \b
+    Example:
+      HOOKAUDIT_SERVE_TOKEN=s3cret hookaudit serve --data-dir ./data --fail closed
+    """
+    from ingest.nats import names
+    from ingest.serve import HttpServer, ServeOptions, check_listen, parse_listen
+
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    try:
+        host, port = parse_listen(listen)
+    except ValueError as exc:
+        raise click.BadParameter(
+            str(exc).removeprefix(f"--listen {listen!r}: "), param_hint="--listen"
+        ) from None
+    try:
+        check_listen(host, token)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    options = ServeOptions(
+        host=host,
+        port=port,
+        names=names(prefix),
+        timeout=timeout,
+        fail="closed" if fail_mode == "closed" else "open",
+        max_body=max_body,
+        max_pending=max_pending,
+        token=token or None,
+        provision=provision,
+    )
+
+    async def _run() -> None:
+        connect = build_connect(
+            data_dir or default_data_dir(), nats_url, creds, nkey_seed, user, password, tls_ca
+        )
+        # A gateway outlives NATS outages: it answers with --fail meanwhile, /healthz says
+        # 503, and it reconnects by itself instead of giving up after a minute or two.
+        server = HttpServer(options, replace(connect, max_reconnect=-1))
+        await server.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, server.request_stop)
+        click.echo(f"hookaudit serve: listening on {server.url}")
+        sys.stdout.flush()
+        await server.wait()
+
+    try:
+        asyncio.run(_run())
+    except HookauditError as exc:
+        fail(str(exc))
+
+
+if __name__ == "__main__":
+    serve_cmd()

@@ -1,0 +1,679 @@
+"""`hookaudit serve`: an HTTP gateway that Claude Code `http` hooks POST their input to.
+
+Rules of this file:
+- One NATS connection and ONE wildcard inbox subscription serve every request; a
+  waiting request is a future in a dict keyed by its event id, and that dict is bounded
+  (`max_pending`). Subscribing per request would cost a server round trip each time.
+- Claude Code reads an http hook's answer from the body only: 2xx with a JSON object, or
+  an empty body for "no decision" (spec §3.5). A status code can never block, so every
+  decision, including a failure under ``fail="closed"``, is a 200 with a JSON body.
+  Non-2xx answers are kept for requests that are not hook events (too large, bad JSON,
+  unknown event, no token): Claude Code reports them as a non-blocking error and goes on,
+  so **a bad request fails open whatever the fail mode**; ``fail`` covers the decision
+  path only (NATS down, timeout, overload, worker error).
+- The body is the JSON one Claude Code hook returns for the worker's decision:
+  ``render_claude``'s stdout, translated by `http_answer` where a command hook would have
+  used exit code 2 or plain text, neither of which an http hook has.
+- Header values never reach a subject, a log line or a response verbatim: they are
+  decoded, stripped of control characters and capped (`clean_header`).
+
+Events an http hook cannot block at all (current profile; `blocking_object` gives None):
+Notification, SessionStart and Setup (Claude Code does not even run http hooks there),
+SessionEnd, StopFailure, SubagentStart, PostCompact, PermissionDenied, WorktreeRemove,
+InstructionsLoaded, CwdChanged, FileChanged, MessageDisplay, DirectoryAdded and the
+agent-core events; PreCompact too under the legacy profile, and ConfigChange when its
+source is policy_settings (Claude Code applies those whatever a hook says). TeammateIdle
+and TaskCompleted block on exit 2 by *keeping the teammate working*; an http hook has no
+such form, so a block there is sent as ``continue: false`` and stops the teammate.
+
+Example:
+    >>> http_answer("Stop", "", "tests are failing", 2)
+    b'{"decision":"block","reason":"tests are failing"}'
+    >>> failure_answer("PreToolUse", "open", "timed out")
+    b''
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import ipaddress
+import logging
+import math
+import socket
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+import nats.errors
+import uvicorn
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import errors as js_errors
+
+from engine.aggregate import Decision
+from engine.claude_output import render_claude
+from engine.decode import Profile
+from engine.errors import InvalidEvent, Unavailable
+from engine.events import CATALOG
+from engine.records import HookEvent, Outcome, encode_msgpack, new_event
+from engine.run import parse_payload
+from ingest.nats import ConnectOptions, Names, event_subject, provision
+from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
+
+__all__ = [
+    "Gateway",
+    "HttpServer",
+    "ServeApp",
+    "ServeOptions",
+    "blocking_object",
+    "check_listen",
+    "clean_header",
+    "failure_answer",
+    "http_answer",
+    "parse_listen",
+    "render",
+]
+
+_log = logging.getLogger("hookaudit.serve")
+
+Fail = Literal["open", "closed"]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+BLOCKED = "Blocked by hook"
+HEADER_CAP = 256
+_reply_decoder = msgspec.msgpack.Decoder(Reply)
+_json_decoder = msgspec.json.Decoder()
+_json_encoder = msgspec.json.Encoder()
+
+# -- the answer an http hook gives (pure) -------------------------------------------
+
+
+def blocking_object(event: str, reason: str, profile: str = "current") -> dict[str, Any] | None:
+    """The JSON with which an http hook blocks `event`, or None when it cannot block it.
+
+    >>> blocking_object("UserPromptSubmit", "no secrets")
+    {'decision': 'block', 'reason': 'no secrets'}
+    >>> blocking_object("Notification", "x") is None
+    True
+    """
+    if event == "PreToolUse":
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }
+    if event == "PermissionRequest":
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "decision": {"behavior": "deny", "message": reason},
+            }
+        }
+    es = CATALOG.get(event)
+    if es is None or es.informational or es.exit2_for(profile) not in ("block", "feedback", "fail"):
+        return None
+    if event in ("Elicitation", "ElicitationResult"):
+        return {"hookSpecificOutput": {"hookEventName": event, "action": "decline"}}
+    if es.top_decision:
+        return {"decision": "block", "reason": reason}
+    return {"continue": False, "stopReason": reason}
+
+
+def _blocks(obj: dict[str, Any]) -> bool:
+    """True when the object already makes a blocking decision of its own."""
+    hso = obj.get("hookSpecificOutput")
+    hso = hso if isinstance(hso, dict) else {}
+    decision = hso.get("decision")
+    return (
+        obj.get("decision") == "block"
+        or obj.get("continue") is False
+        or hso.get("permissionDecision") == "deny"
+        or (isinstance(decision, dict) and decision.get("behavior") == "deny")
+        or hso.get("action") in ("decline", "cancel")
+    )
+
+
+def _exit2(
+    event: str, obj: dict[str, Any] | None, reason: str, profile: str
+) -> dict[str, Any] | None:
+    es = CATALOG.get(event)
+    effect = es.exit2_for(profile) if es is not None else "ignored"
+    if es is None or es.informational or effect == "ignored":
+        return obj
+    out = dict(obj or {})
+    if effect == "user":  # exit 2 only shows stderr to the user: systemMessage does that
+        out.setdefault("systemMessage", reason)
+        return out
+    block = blocking_object(event, reason, profile)
+    if block is None or _blocks(out):
+        return out
+    if out.get("decision") == "approve":
+        del out["decision"]
+    hso = out.get("hookSpecificOutput")
+    for key, value in block.items():
+        if key == "hookSpecificOutput" and isinstance(hso, dict):
+            merged = {**hso, **value}
+            merged.pop("updatedInput", None)  # exit 2 wins over allow; nothing to rewrite
+            out[key] = merged
+        else:
+            out[key] = value
+    return out
+
+
+def _from_plain(event: str, text: str) -> dict[str, Any] | None:
+    """What plain stdout of a command hook means, as JSON (an http hook must answer JSON)."""
+    es = CATALOG.get(event)
+    if event == "WorktreeCreate":
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        return {"hookSpecificOutput": {"hookEventName": event, "worktreePath": lines[-1]}}
+    if es is not None and es.plain_stdout_context:
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+    return None  # elsewhere plain stdout only reaches Claude Code's debug log
+
+
+def http_answer(
+    event: str, stdout: str, stderr: str, exit_code: int, profile: str = "current"
+) -> bytes:
+    """The http hook body that says what a command hook says with (stdout, stderr, exit code).
+
+    >>> http_answer("PreToolUse", '{"hookSpecificOutput": {"hookEventName": "PreToolUse", '
+    ...             '"permissionDecision": "allow"}}', "", 0)[:22]
+    b'{"hookSpecificOutput":'
+    >>> http_answer("Notification", "", "", 0)
+    b''
+    """
+    text = stdout.strip()
+    obj: dict[str, Any] | None = None
+    verbatim = False
+    if text.startswith("{"):
+        with contextlib.suppress(msgspec.DecodeError):
+            parsed = _json_decoder.decode(text)
+            if isinstance(parsed, dict):
+                obj, verbatim = parsed, True
+    if obj is None and text:
+        obj = _from_plain(event, text)
+    if exit_code == 2:
+        before = obj
+        obj = _exit2(event, obj, stderr.strip() or BLOCKED, profile)
+        verbatim = verbatim and obj is before
+    if obj is None:
+        return b""
+    return text.encode() if verbatim else _json_encoder.encode(obj)
+
+
+def failure_answer(event: str, fail: Fail, why: str, profile: str = "current") -> bytes:
+    """The body when no decision came: empty (open), or the event's blocking form (closed).
+
+    >>> failure_answer("PreToolUse", "closed", "timed out")[:40]
+    b'{"hookSpecificOutput":{"hookEventName":"'
+    """
+    if fail == "open":
+        return b""
+    obj = blocking_object(event, f"hookaudit: no decision ({why}); failing closed", profile)
+    return b"" if obj is None else _json_encoder.encode(obj)
+
+
+def render(outcome: Outcome) -> bytes:
+    """The http hook body for a worker's Outcome (via `render_claude`, then `http_answer`)."""
+    d = Decision(
+        blocked=outcome.blocked,
+        decision=outcome.decision,
+        reason=outcome.reason,
+        updated_input=outcome.updated_input,
+        additional_context=list(outcome.additional_context),
+        system_messages=list(outcome.system_messages),
+        continue_=outcome.continue_,
+        stop_reason=outcome.stop_reason,
+        specific=dict(outcome.specific),
+        errors=list(outcome.errors),
+    )
+    profile: Profile = "legacy" if outcome.profile == "legacy" else "current"
+    out, err, code = render_claude(outcome.event.event, d, profile=profile)
+    return http_answer(outcome.event.event, out, err, code, profile)
+
+
+def clean_header(value: bytes | None) -> str | None:
+    """A header value made safe to store and log: UTF-8, no control characters, capped.
+
+    >>> clean_header(b"alice\\r\\nX-Evil: 1\\x00")
+    'aliceX-Evil: 1'
+    """
+    if value is None:
+        return None
+    text = value.decode("utf-8", errors="replace")
+    text = "".join(c for c in text if c.isprintable())
+    return text.strip()[:HEADER_CAP]
+
+
+# -- listening address ----------------------------------------------------------------
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT (IPv6 in brackets) -> (host, port); an empty host means every interface.
+
+    >>> parse_listen("[::1]:8787"), parse_listen("localhost:0")
+    (('::1', 8787), ('127.0.0.1', 0))
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8787")
+    host = host.removeprefix("[").removesuffix("]")
+    if host == "localhost":
+        host = "127.0.0.1"
+    host = host or "0.0.0.0"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(
+            f"--listen {text!r}: expected an IP address (127.0.0.1, [::1], 0.0.0.0), not a name"
+        ) from None
+    return host, int(port)
+
+
+def check_listen(host: str, token: str | None) -> None:
+    """Refuse to listen beyond loopback without a bearer token (ValueError says why)."""
+    if not ipaddress.ip_address(host).is_loopback and not token:
+        raise ValueError(
+            f"refusing to listen on {host}, which is reachable from other machines, without "
+            "a bearer token: pass --token (or set HOOKAUDIT_SERVE_TOKEN), or listen on 127.0.0.1"
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServeOptions:
+    """How the gateway listens and decides.
+
+    >>> ServeOptions(fail="closed").max_body
+    1048576
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8787
+    names: Names = field(default_factory=Names)
+    timeout: float = 10.0
+    fail: Fail = "open"
+    max_body: int = 1024 * 1024
+    max_pending: int = 1024
+    token: str | None = None
+    provision: bool = True
+
+    def __post_init__(self) -> None:
+        check_listen(self.host, self.token)
+
+    @property
+    def url(self) -> str:
+        return _url(self.host, self.port)
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/hooks"
+
+
+# -- the NATS side ---------------------------------------------------------------------
+
+
+class Gateway:
+    """Publishes events and waits for their Replies on one shared inbox subscription.
+
+    Example:
+        >>> gw = Gateway(nc, names("t1"))  # doctest: +SKIP
+        >>> await gw.start(); reply = await gw.decide(event)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, nc: Client, names: Names, *, timeout: float = 10.0, max_pending: int = 1024
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.names = names
+        self.timeout = timeout
+        self.max_pending = max_pending
+        self.inbox = nc.new_inbox()
+        self.pending: dict[str, asyncio.Future[Reply]] = {}
+        self._sub: Any = None
+
+    async def start(self) -> None:
+        self._sub = await self.nc.subscribe(
+            f"{self.inbox}.*", cb=self._on_reply, pending_msgs_limit=max(65536, self.max_pending)
+        )
+        await self.nc.flush()
+
+    @property
+    def status(self) -> str:
+        """connected | reconnecting | draining | closed | disconnected"""
+        nc = self.nc
+        if nc.is_connected:
+            return "connected"
+        if nc.is_reconnecting:
+            return "reconnecting"
+        if nc.is_draining:
+            return "draining"
+        return "closed" if nc.is_closed else "disconnected"
+
+    async def _on_reply(self, msg: Msg) -> None:
+        key = msg.subject.rpartition(".")[2]
+        fut = self.pending.get(key)
+        if fut is None or fut.done():
+            _log.info("late or unknown reply on %s ignored", msg.subject)
+            return
+        try:
+            reply = _reply_decoder.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            _log.warning("undecodable reply for event %s ignored: %s", key, exc)
+            return
+        if reply.event_id != key:
+            _log.warning("reply for event %s arrived on %s; ignored", reply.event_id, key)
+            return
+        fut.set_result(reply)
+
+    async def decide(self, event: HookEvent) -> Reply:
+        """Publish `event` and wait for its Reply; `Unavailable` says why there is none."""
+        if not self.nc.is_connected:
+            raise Unavailable(f"NATS is {self.status}")
+        if len(self.pending) >= self.max_pending:
+            raise Unavailable(f"{len(self.pending)} requests already waiting (--max-pending)")
+        if event.id in self.pending:
+            raise Unavailable(f"event {event.id} is already waiting")
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self.pending[event.id] = fut
+        subject = event_subject(self.names, event.event)
+        headers = {MSG_ID: event.id, REPLY_HEADER: f"{self.inbox}.{event.id}"}
+        try:
+            async with asyncio.timeout(self.timeout):
+                try:
+                    await self.js.publish(
+                        subject, encode_msgpack(event), headers=headers, timeout=self.timeout
+                    )
+                except (js_errors.NoStreamResponseError, nats.errors.NoRespondersError) as exc:
+                    raise Unavailable(f"no JetStream stream stores {subject}") from exc
+                except js_errors.APIError as exc:
+                    raise Unavailable(f"JetStream refused the event: {exc.description}") from exc
+                except nats.errors.TimeoutError:
+                    raise
+                except nats.errors.Error as exc:
+                    raise Unavailable(f"NATS: {str(exc).removeprefix('nats: ')}") from exc
+                return await fut
+        except TimeoutError as exc:
+            raise Unavailable(f"no decision within {self.timeout:g} s") from exc
+        finally:
+            self.pending.pop(event.id, None)
+
+    async def close(self) -> None:
+        if self._sub is not None and not self.nc.is_closed:
+            with contextlib.suppress(nats.errors.Error):
+                await self._sub.unsubscribe()
+        for fut in self.pending.values():
+            fut.cancel()
+
+
+# -- the HTTP side ---------------------------------------------------------------------
+
+
+def _json_error(message: str) -> bytes:
+    return _json_encoder.encode({"error": message})
+
+
+class ServeApp:
+    """The raw ASGI application: routes, limits, auth; no framework.
+
+    POST /hooks, POST / and POST /hooks/<EventName> take a hook input; GET /healthz
+    reports NATS.
+    """
+
+    def __init__(self, gateway: Gateway, options: ServeOptions) -> None:
+        self.gateway = gateway
+        self.options = options
+        token = options.token
+        self._token = hashlib.sha256(token.encode()).digest() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if path == "/healthz":
+            await self._health(send, method)
+            return
+        if path in ("/", "/hooks", "/hooks/"):
+            named = None
+        elif path.startswith("/hooks/") and "/" not in path[7:]:
+            named = path[7:]
+        else:
+            await _respond(send, 404, _json_error(f"no route {path!r}: POST hook input to /hooks"))
+            return
+        if method != "POST":
+            await _respond(
+                send, 405, _json_error("POST the hook input JSON"), [(b"allow", b"POST")]
+            )
+            return
+        headers: dict[bytes, bytes] = dict(scope["headers"])
+        if not self._authorized(headers.get(b"authorization")):
+            await _respond(
+                send,
+                401,
+                _json_error("missing or wrong bearer token"),
+                [(b"www-authenticate", b'Bearer realm="hookaudit"')],
+            )
+            return
+        body = await self._read_body(headers, receive, send)
+        if body is None:
+            return
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            await _respond(send, 400, _json_error("request body: not UTF-8"))
+            return
+        try:
+            payload = parse_payload(text, "request body")
+        except InvalidEvent as exc:
+            await _respond(send, 400, _json_error(str(exc)))
+            return
+        name = payload["hook_event_name"]
+        if named is not None and named != name:
+            await _respond(
+                send,
+                400,
+                _json_error(
+                    f"request body: hook_event_name is {name!r} but the URL says {named!r}"
+                ),
+            )
+            return
+        client = scope.get("client")
+        event = new_event(
+            payload,
+            raw=text,
+            source="http",
+            host=clean_header(headers.get(b"x-hookaudit-host")) or (client[0] if client else ""),
+            user=clean_header(headers.get(b"x-hookaudit-user")) or "",
+        )
+        answer = await self._decide(event)
+        extra = [(b"x-hookaudit-event-id", event.id.encode())]
+        await _respond(send, 200, answer, extra)
+
+    async def _decide(self, event: HookEvent) -> bytes:
+        try:
+            reply = await self.gateway.decide(event)
+            if reply.outcome is None:
+                raise Unavailable(f"worker error: {reply.error or 'no outcome'}")
+            return render(reply.outcome)
+        except Unavailable as exc:
+            why = str(exc)
+        except Exception as exc:  # a bug must not turn into a 500, which fails open
+            _log.exception("event %s: cannot render the decision", event.id)
+            why = f"internal error: {type(exc).__name__}"
+        _log.warning("event %s (%s): %s; failing %s", event.id, event.event, why, self.options.fail)
+        return failure_answer(event.event, self.options.fail, why)
+
+    def _authorized(self, value: bytes | None) -> bool:
+        if self._token is None:
+            return True
+        scheme, _, given = (value or b"").partition(b" ")
+        digest = hashlib.sha256(given.strip()).digest()
+        return scheme.lower() == b"bearer" and hmac.compare_digest(digest, self._token)
+
+    async def _read_body(
+        self, headers: dict[bytes, bytes], receive: Receive, send: Send
+    ) -> bytes | None:
+        limit = self.options.max_body
+        too_big = _json_error(f"request body larger than {limit} bytes (--max-body)")
+        declared = headers.get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            await _respond(send, 413, too_big)
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk: bytes = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _respond(send, 413, too_big)
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _health(self, send: Send, method: str) -> None:
+        if method not in ("GET", "HEAD"):
+            await _respond(send, 405, _json_error("GET /healthz"), [(b"allow", b"GET")])
+            return
+        status = self.gateway.status
+        ok = status == "connected"
+        body = _json_encoder.encode({"ok": ok, "nats": status})
+        await _respond(send, 200 if ok else 503, body)
+
+
+async def _respond(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers = [(b"content-length", str(len(body)).encode())]
+    if body:
+        headers.append((b"content-type", b"application/json"))
+    headers.extend(extra or [])
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+# -- running it ------------------------------------------------------------------------
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling: `HttpServer` closes NATS after the last
+    request, and uvicorn's handler would re-raise SIGTERM before that could happen."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP, not 0: accepted sockets inherit it, and asyncio sets TCP_NODELAY only
+    # on sockets whose proto says TCP. Without it, Nagle + delayed ACK add 40 ms a request.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise Unavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
+
+
+class HttpServer:
+    """The whole gateway: the socket, the NATS connection, uvicorn. Start, then stop.
+
+    Example:
+        >>> async with HttpServer(ServeOptions(port=0), connect) as srv:  # doctest: +SKIP
+        ...     print(srv.url)
+    """
+
+    def __init__(self, options: ServeOptions, connect: ConnectOptions) -> None:
+        self.options = options
+        self.connect = connect
+        self.url = options.url
+        self.gateway: Gateway | None = None
+        self._nc: Client | None = None
+        self._uv: _Uvicorn | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> str:
+        """Bind, connect to NATS, provision, start serving; return the hooks URL."""
+        opts = self.options
+        sock = _bind(opts.host, opts.port)
+        try:
+            self._nc = nc = await self.connect.connect()
+            if opts.provision:
+                await provision(nc.jetstream(), prefix=opts.names.prefix)
+            self.gateway = Gateway(
+                nc, opts.names, timeout=opts.timeout, max_pending=opts.max_pending
+            )
+            await self.gateway.start()
+        except BaseException:
+            sock.close()
+            if self._nc is not None:
+                await self._nc.close()
+            raise
+        config = uvicorn.Config(
+            ServeApp(self.gateway, opts),
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            proxy_headers=False,  # X-Forwarded-For is not trusted: the peer is the peer
+            server_header=False,
+            ws="none",
+            # Longer than any client's idle timeout (undici: 4 s), so a client never sends
+            # on a connection the server is closing, which Claude Code would see as an error.
+            timeout_keep_alive=75,
+            timeout_graceful_shutdown=math.ceil(opts.timeout) + 5,
+        )
+        self._uv = _Uvicorn(config)
+        self._task = asyncio.create_task(self._uv.serve(sockets=[sock]))
+        while not self._uv.started:
+            if self._task.done():
+                self._task.result()
+                raise Unavailable(f"cannot serve on {opts.host}:{opts.port}")
+            await asyncio.sleep(0.01)
+        port = sock.getsockname()[1]
+        self.url = _url(opts.host, port)
+        return self.url
+
+    def request_stop(self) -> None:
+        """Stop accepting; requests in flight still get their answer (safe in a signal handler)."""
+        if self._uv is not None:
+            self._uv.should_exit = True
+
+    async def wait(self) -> None:
+        """Wait until serving ends, then close the inbox and drain NATS."""
+        try:
+            if self._task is not None:
+                await self._task
+        finally:
+            if self.gateway is not None:
+                await self.gateway.close()
+            if self._nc is not None and not self._nc.is_closed:
+                with contextlib.suppress(nats.errors.Error, OSError, TimeoutError):
+                    await self._nc.drain()
+
+    async def stop(self) -> None:
+        self.request_stop()
+        await self.wait()
+
+    async def __aenter__(self) -> HttpServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,320 @@
+"""Benchmark: decision round trips through `hookaudit serve`, printed as JSON.
+
+Everything runs on 127.0.0.1 against a fresh embedded nats-server, each part in its own
+process as in production (agent, serve, worker/responder, nats-server):
+
+- ``nats_request_reply``: the floor. A raw NATS request/reply (msgpack HookEvent out,
+  msgpack Reply back) to the responder process.
+- ``http_healthz``: the HTTP floor. GET /healthz on serve (no NATS involved).
+- ``serve_responder``: POST /hooks -> serve -> JetStream -> the responder process, which
+  answers at once -> serve -> 200 with the decision JSON.
+- ``serve_worker_python``: the same with the real worker (`ingest/worker.py`) evaluating a
+  python-only policy and appending each outcome to its log (fsync per batch) before it
+  answers. One request in ten is denied by the policy; the others get no decision.
+
+The client is a minimal keep-alive HTTP/1.1 client on a blocking socket, sending requests
+one after another as one Claude Code session does; a Python HTTP client (httpx) would add
+~0.8 ms of its own per request. Target: serve_responder p99 <= 5 ms.
+
+    .venv/bin/python tests/bench/bench_serve.py [--requests 2000] [--no-worker]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nats.aio.msg import Msg
+
+from engine.records import HookEvent, Outcome, decode_event_msgpack, encode_msgpack, new_event
+from ingest.embedded import start_embedded, stop_embedded
+from ingest.nats import connect, names
+from ingest.protocol import REPLY_HEADER, Reply
+
+REPO = Path(__file__).resolve().parents[2]
+WARMUP = 200
+
+
+def payload(i: int) -> dict[str, Any]:
+    return {
+        "session_id": "9f1c2d3e-4b5a-6c7d-8e9f-0a1b2c3d4e5f",
+        "transcript_path": "/home/dev/.claude/projects/app/9f1c2d3e.jsonl",
+        "cwd": "/home/dev/src/app",
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "rm -rf /" if i % 10 == 0 else f"npm test -- --grep case-{i}"},
+        "tool_use_id": f"toolu_{i:024d}",
+    }
+
+
+def stats(samples: list[float]) -> dict[str, Any]:
+    ms = sorted(s * 1000 for s in samples)
+    q = statistics.quantiles(ms, n=100, method="inclusive")
+    return {
+        "n": len(ms),
+        "p50_ms": round(q[49], 3),
+        "p90_ms": round(q[89], 3),
+        "p99_ms": round(q[98], 3),
+        "max_ms": round(ms[-1], 3),
+        "mean_ms": round(statistics.fmean(ms), 3),
+    }
+
+
+def _allow(ev: HookEvent) -> Outcome:
+    return Outcome(event=ev, settings_id="bench", decision="allow", reason="ok")
+
+
+# -- the responder process (plays the worker, answers at once) ---------------------------
+
+
+async def responder(url: str, prefix: str) -> None:
+    nc = await connect(url, name="bench-responder")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+
+    async def on_event(msg: Msg) -> None:
+        ev = decode_event_msgpack(msg.data)
+        reply = encode_msgpack(Reply(event_id=ev.id, outcome=_allow(ev)))
+        await nc.publish((msg.headers or {})[REPLY_HEADER], reply)
+
+    async def on_request(msg: Msg) -> None:
+        ev = decode_event_msgpack(msg.data)
+        await msg.respond(encode_msgpack(Reply(event_id=ev.id, outcome=_allow(ev))))
+
+    await nc.subscribe(names(prefix).events_subjects, cb=on_event)
+    await nc.subscribe(f"bench.rr.{prefix}", cb=on_request)
+    await nc.flush()
+    print("ready", flush=True)
+    await stop.wait()
+    await nc.drain()
+
+
+# -- the measuring side ------------------------------------------------------------------
+
+
+def spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKAUDIT_")}
+    with open(log, "ab") as err:
+        return subprocess.Popen(
+            [sys.executable, *argv], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=err
+        )
+
+
+def first_line(proc: subprocess.Popen[bytes], what: str, log: Path) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    if not line:
+        raise SystemExit(f"{what} did not start; see {log}:\n{log.read_text()[-2000:]}")
+    return line.strip()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+class RawClient:
+    """One keep-alive HTTP/1.1 connection; just enough to read Content-Length responses."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.split("/")[2].rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def call(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\n"
+        if method == "POST":
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        self.sock.sendall(head.encode() + b"\r\n" + body)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += self.sock.recv(65536)
+        top, _, rest = buf.partition(b"\r\n\r\n")
+        lines = top.split(b"\r\n")
+        length = next(
+            int(v)
+            for k, _, v in (ln.partition(b":") for ln in lines[1:])
+            if k.strip().lower() == b"content-length"
+        )
+        while len(rest) < length:
+            rest += self.sock.recv(65536)
+        return int(lines[0].split()[1]), rest
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def timed(n: int, one: Callable[[int], None]) -> dict[str, Any]:
+    for i in range(WARMUP):
+        one(i)
+    samples = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        one(WARMUP + i)
+        samples.append(time.perf_counter() - t0)
+    return stats(samples)
+
+
+async def bench_nats(url: str, prefix: str, n: int) -> dict[str, Any]:
+    nc = await connect(url, name="bench-requester")
+    samples = []
+    try:
+        for i in range(WARMUP + n):
+            data = encode_msgpack(new_event(payload(i), source="bench"))
+            t0 = time.perf_counter()
+            await nc.request(f"bench.rr.{prefix}", data, timeout=5)
+            if i >= WARMUP:
+                samples.append(time.perf_counter() - t0)
+    finally:
+        await nc.close()
+    return stats(samples)
+
+
+def bench_http(hooks_url: str, n: int, healthz: bool) -> dict[str, Any]:
+    client = RawClient(hooks_url)
+    answers: dict[str, int] = {}
+
+    def post(i: int) -> None:
+        status, body = client.call("POST", "/hooks", json.dumps(payload(i)).encode())
+        assert status == 200, (status, body)
+        kind = json.loads(body)["hookSpecificOutput"]["permissionDecision"] if body else "none"
+        answers[kind] = answers.get(kind, 0) + 1
+
+    def health(i: int) -> None:
+        status, _ = client.call("GET", "/healthz")
+        assert status == 200
+
+    try:
+        result = timed(n, health if healthz else post)
+    finally:
+        client.close()
+    if not healthz:
+        result["answers"] = answers
+    return result
+
+
+def start_serve(url: str, prefix: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    argv = [
+        "-m",
+        "ingest.cli_serve",
+        "--nats",
+        url,
+        "--prefix",
+        prefix,
+        "--listen",
+        "127.0.0.1:0",
+        "--timeout",
+        "10",
+    ]
+    proc = spawn(argv, log)
+    return proc, first_line(proc, "serve", log).split()[-1]
+
+
+def run(n: int, with_worker: bool) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    server = start_embedded(tmp / "nats")
+    procs: list[subprocess.Popen[bytes]] = []
+    results: dict[str, Any] = {}
+    try:
+        prefix = f"bench{secrets.token_hex(3)}"
+        me = str(Path(__file__).resolve())
+        procs.append(spawn([me, "--responder", server.url, prefix], tmp / "responder.log"))
+        first_line(procs[-1], "responder", tmp / "responder.log")
+        results["nats_request_reply"] = asyncio.run(bench_nats(server.url, prefix, n))
+        serve, hooks_url = start_serve(server.url, prefix, tmp / "serve.log")
+        procs.append(serve)
+        results["http_healthz"] = bench_http(hooks_url, n, healthz=True)
+        results["serve_responder"] = bench_http(hooks_url, n, healthz=False)
+        if with_worker and (REPO / "ingest" / "worker.py").exists():
+            prefix = f"bench{secrets.token_hex(3)}"
+            settings = tmp / "settings.json"
+            hook = {
+                "type": "python",
+                "timeout": 2,
+                "callable": f"{REPO}/infra/policies/security_hooks.py:bash_guard",
+            }
+            rules = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}}
+            settings.write_text(json.dumps(rules))
+            procs.append(
+                spawn(
+                    [
+                        "-c",
+                        "from ingest.cli import worker_cmd; worker_cmd()",
+                        "--data-dir",
+                        str(tmp / "data"),
+                        "--nats",
+                        server.url,
+                        "--prefix",
+                        prefix,
+                        "--settings",
+                        f"project:{settings}",
+                    ],
+                    tmp / "worker.log",
+                )
+            )
+            serve, hooks_url = start_serve(server.url, prefix, tmp / "serve2.log")
+            procs.append(serve)
+            results["serve_worker_python"] = bench_http(hooks_url, n, healthz=False)
+    finally:
+        for p in reversed(procs):
+            stop(p)
+        stop_embedded(tmp / "nats")
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--no-worker", action="store_true", help="skip the real-worker run")
+    ap.add_argument("--responder", nargs=2, metavar=("NATS_URL", "PREFIX"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.responder:
+        asyncio.run(responder(*args.responder))
+        return
+    results = run(args.requests, with_worker=not args.no_worker)
+    print(
+        json.dumps(
+            {
+                "benchmark": "serve",
+                "requests": args.requests,
+                "warmup": WARMUP,
+                "http_parser": "httptools" if importlib.util.find_spec("httptools") else "h11",
+                "python": platform.python_version(),
+                "machine": f"{platform.machine()}, {os.cpu_count()} cpu",
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                "target": "serve_responder p99 <= 5 ms",
+                "results": results,
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
