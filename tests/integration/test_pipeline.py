@@ -25,7 +25,7 @@ from ingest.log import iter_outcomes, verify
 from ingest.protocol import MSG_ID
 from ingest.samples import sessions
 
-SLOW_HOOKS = '''
+SLOW_HOOKS = """
 import time
 
 def slow(event):
@@ -34,23 +34,46 @@ def slow(event):
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse",
                 "permissionDecision": "deny", "permissionDecisionReason": "no"}}
     return None
-'''
+"""
 
 
 def write_settings(tmp: Path) -> Path:
     (tmp / "hooks.py").write_text(SLOW_HOOKS)
-    doc = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "python", "callable": "hooks.py:slow"}]}]}}
+    doc = {
+        "hooks": {
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "python", "callable": "hooks.py:slow"}]}
+            ]
+        }
+    }
     path = tmp / "settings.json"
     path.write_text(json.dumps(doc))
     return path
 
 
-def start_worker(data: Path, url: str, prefix: str, settings: Path, *extra: str) -> subprocess.Popen[bytes]:
+def start_worker(
+    data: Path, url: str, prefix: str, settings: Path, *extra: str
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "hookaudit", "worker", "--data-dir", str(data), "--nats", url,
-         "--prefix", prefix, "--settings", f"project:{settings}", "--batch", "32", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "hookaudit",
+            "worker",
+            "--data-dir",
+            str(data),
+            "--nats",
+            url,
+            "--prefix",
+            prefix,
+            "--settings",
+            f"project:{settings}",
+            "--batch",
+            "32",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -62,8 +85,9 @@ async def publish(nc: Client, names: ha_nats.Names, n_sessions: int) -> list[str
     for raw in sessions(n_sessions, seed=3):
         user, host = raw.pop("_user"), raw.pop("_host")
         ev = new_event(raw, source="test", host=host, user=user)
-        await js.publish(ha_nats.event_subject(names, ev.event), encode_msgpack(ev),
-                         headers={MSG_ID: ev.id})
+        await js.publish(
+            ha_nats.event_subject(names, ev.event), encode_msgpack(ev), headers={MSG_ID: ev.id}
+        )
         ids.append(ev.id)
     return ids
 
@@ -157,19 +181,55 @@ def test_verify_cli_names_the_edited_record(tmp_path: Path) -> None:
 
     data = tmp_path / "data"
     with LogWriter.open(data, "w1") as w:
-        w.append_batch([
-            Outcome(event=new_event({"hook_event_name": "Stop", "session_id": f"s{i}"}),
-                    settings_id="x")
-            for i in range(3)
-        ])
-    ok = subprocess.run([sys.executable, "-m", "hookaudit", "verify", "--data-dir", str(data)],
-                        capture_output=True, text=True)
+        w.append_batch(
+            [
+                Outcome(
+                    event=new_event({"hook_event_name": "Stop", "session_id": f"s{i}"}),
+                    settings_id="x",
+                )
+                for i in range(3)
+            ]
+        )
+    ok = subprocess.run(
+        [sys.executable, "-m", "hookaudit", "verify", "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0 and ok.stdout.startswith("ok: 3 records")
     seg = next((data / "log" / "active" / "w1").glob("*.jsonl"))
     lines = seg.read_bytes().splitlines(keepends=True)
     lines[1] = lines[1].replace(b'"settings_id":"x"', b'"settings_id":"y"')
     seg.write_bytes(b"".join(lines))
-    bad = subprocess.run([sys.executable, "-m", "hookaudit", "verify", "--data-dir", str(data)],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "hookaudit", "verify", "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1
     assert "00000001.jsonl:2" in bad.stderr and "record seq 2" in bad.stderr
+
+
+async def test_sighup_reloads_settings(
+    nats_server: Any, nc: Client, names: ha_nats.Names, tmp_path: Path
+) -> None:
+    settings = write_settings(tmp_path)
+    data = tmp_path / "data"
+    first = await publish(nc, names, 1)
+    worker = start_worker(data, nats_server.url, names.prefix, settings)
+    try:
+        await wait_for(lambda: len(logged_ids(data)) >= len(first))
+        before = {o.settings_id for o in iter_outcomes(data)}
+        doc = json.loads(settings.read_text())
+        doc["hooks"]["Stop"] = [{"hooks": [{"type": "python", "callable": "hooks.py:slow"}]}]
+        settings.write_text(json.dumps(doc))
+        worker.send_signal(signal.SIGHUP)
+        await asyncio.sleep(1.0)
+        js = nc.jetstream()
+        ev = new_event({"hook_event_name": "Stop", "session_id": "after"}, source="test")
+        await js.publish(ha_nats.event_subject(names, "Stop"), encode_msgpack(ev),
+                         headers={MSG_ID: ev.id})
+        await wait_for(lambda: ev.id in logged_ids(data))
+    finally:
+        stop(worker)
+    after = {o.settings_id for o in iter_outcomes(data) if o.event.id == ev.id}
+    assert len(before) == 1 and len(after) == 1 and after != before
