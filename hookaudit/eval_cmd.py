@@ -34,6 +34,7 @@ def _hook_json(run: HookRun) -> dict[str, Any]:
         message=run.message,
         stdout=run.stdout,
         stderr=run.stderr,
+        output=run.output,
         pending=run.pending,
     )
     return out
