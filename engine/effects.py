@@ -68,6 +68,8 @@ class Invocation:
     env: dict[str, str] = field(default_factory=dict)
     plugin_root: str | None = None
     plugin_data: str | None = None
+    allowed_http_urls: tuple[str, ...] | None = None  # Effective.allowed_http_urls
+    http_env_allowlist: tuple[str, ...] | None = None  # Effective.http_env_allowlist
 
     @property
     def name(self) -> str:

@@ -283,6 +283,8 @@ def plan(
                 env,
                 entry.plugin_root,
                 entry.plugin_data,
+                eff.allowed_http_urls,
+                eff.http_env_allowlist,
             )
         )
     return Plan(tuple(invocations), skipped)

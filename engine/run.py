@@ -103,11 +103,22 @@ class Engine:
     ) -> None:
         self.python = PythonExecutor()
         table: dict[str, Executor] = {"python": self.python}
-        if executors is None or "command" not in executors:
+        given = executors or {}
+        if "command" not in given:
             from engine.executors.command import CommandExecutor
 
             table["command"] = CommandExecutor()
-        table.update(executors or {})
+        if "http" not in given:
+            from engine.executors.http import HttpExecutor
+
+            table["http"] = HttpExecutor()
+        if "prompt" not in given or "agent" not in given:
+            from engine.executors.llm import LlmExecutor
+
+            llm = LlmExecutor()
+            table["prompt"] = llm
+            table["agent"] = llm
+        table.update(given)
         self.executors = table
         self.missing = MissingExecutor()
         self.profile: Profile = profile
@@ -116,6 +127,15 @@ class Engine:
         self.trusted = trusted
         budget = os.environ.get("CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS")
         self.sessionend_budget_ms = float(budget) if budget and budget.isdigit() else None
+
+    async def aclose(self) -> None:
+        """Close every executor that holds resources (HTTP clients, background hooks)."""
+        seen: set[int] = set()
+        for ex in self.executors.values():
+            close = getattr(ex, "aclose", None)
+            if close is not None and id(ex) not in seen:
+                seen.add(id(ex))
+                await close()
 
     def posture_for(self, event: str, eff: Effective) -> Posture:
         """The CLI/constructor posture wins; else the settings' per-event posture."""
@@ -205,7 +225,11 @@ class Engine:
         return self._finish_async(event, flow, effect, eff, replay_id)
 
     async def _finish_async(
-        self, event: HookEvent, flow: Flow, effect: RunHooks, eff: Effective,
+        self,
+        event: HookEvent,
+        flow: Flow,
+        effect: RunHooks,
+        eff: Effective,
         replay_id: str | None,
     ) -> Outcome:
         try:

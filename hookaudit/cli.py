@@ -20,6 +20,10 @@ __all__ = ["COMMANDS", "main"]
 # name -> ("module:attribute", one-line help shown by `hookaudit --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("ingest.cli:demo_cmd", "Run the whole pipeline once on sample sessions and report."),
+    "emit": (
+        "ingest.cli_emit:emit",
+        "Publish the hook event on stdin to NATS (a Claude Code command hook).",
+    ),
     "eval": (
         "hookaudit.eval_cmd:eval_cmd",
         "Run the engine once on one event and print the decision.",
@@ -29,7 +33,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ingest.cli:worker_cmd",
         "Consume events, evaluate, append to the log, ack, answer.",
     ),
-    "serve": ("ingest.cli_serve:serve_cmd", "HTTP gateway for Claude Code http hooks: POST the hook input, get the decision."),
+    "serve": (
+        "ingest.cli_serve:serve_cmd",
+        "HTTP gateway for Claude Code http hooks: POST the hook input, get the decision.",
+    ),
+    "spool": (
+        "ingest.cli_emit:spool",
+        "Events spooled on disk while NATS was unreachable: flush, status.",
+    ),
     "verify": ("ingest.cli:verify_cmd", "Check the log's hash chains and manifests."),
     "log": ("ingest.cli:log_group", "The append-only log: seal."),
 }

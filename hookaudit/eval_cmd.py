@@ -168,7 +168,12 @@ def eval_cmd(
         _fail(str(exc))
         return
     if fmt == "json":
-        click.echo(json.dumps(evaluation_json(outcome), indent=2, ensure_ascii=False))
+        doc = evaluation_json(outcome)
+        if wait_async:
+            doc["async_results"] = _LATE
+        elif any(r.pending for r in outcome.runs):
+            doc["async_pending"] = sum(1 for r in outcome.runs if r.pending)
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
     elif fmt == "table":
         _print_table(outcome)
     else:
@@ -197,8 +202,41 @@ def eval_cmd(
 
 
 async def _evaluate(engine: Any, event: Any, eff: Any, wait_async: bool) -> Any:
-    outcome = await engine.evaluate(event, eff)
-    return outcome
+    try:
+        outcome = await engine.evaluate(event, eff)
+        if wait_async and any(r.pending for r in outcome.runs):
+            late = await engine.executors["command"].registry.drain(timeout=None)
+            _LATE.extend(_late_json(inv, raw) for inv, raw in late)
+        return outcome
+    finally:
+        await engine.aclose()
+
+
+_LATE: list[dict[str, Any]] = []
+
+
+def _late_json(inv: Any, raw: Any) -> dict[str, Any]:
+    """A background hook's late result, decoded as Claude Code would deliver it."""
+    from engine.verdict import decode
+
+    v = decode(inv, msgspec_replace(raw), profile="current")
+    return {
+        "hook": inv.identity.command,
+        "outcome": v.outcome,
+        "exit_code": raw.exit_code,
+        "error_kind": raw.error_kind or v.error_kind,
+        "additional_context": list(v.additional_context),
+        "system_message": v.system_message,
+        "specific": v.specific,
+        "stdout": raw.stdout,
+        "stderr": raw.stderr,
+    }
+
+
+def msgspec_replace(raw: Any) -> Any:
+    import msgspec
+
+    return msgspec.structs.replace(raw, pending=False)
 
 
 def _print_table(outcome: Any) -> None:

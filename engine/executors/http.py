@@ -40,6 +40,7 @@ import re
 import ssl
 import time
 import typing
+from collections import ChainMap
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -103,7 +104,10 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
         pin = _PIN.get()
         if pin is None or pin.host != host.lower() or pin.port != port:
             raise httpcore.ConnectError(f"refusing unvetted connection to {host}:{port}")
-        ipaddress.ip_address(pin.ip)  # a literal, so the inner backend cannot resolve it
+        try:
+            ipaddress.ip_address(pin.ip)  # a literal, so the inner backend cannot resolve it
+        except ValueError as exc:
+            raise httpcore.ConnectError(f"no vetted address for {host}:{port}") from exc
         return await self._inner.connect_tcp(
             pin.ip,
             port,
@@ -240,13 +244,14 @@ def _same_host(vetted: str, seen: str) -> bool:
 
 
 class HttpExecutor:
-    """Runs `http` hooks; share one per process (it keeps a keep-alive pool per event loop).
+    """Runs `http` hooks; share one per process (its keep-alive pool serves one event loop
+    at a time: a new loop gets a new pool).
 
     Policy: ``allowed_urls`` / ``env_allowlist`` are ``allowedHttpHookUrls`` /
     ``httpHookAllowedEnvVars`` fixed for this executor; when an Invocation carries
     ``allowed_http_urls`` / ``http_env_allowlist`` (per-evaluation policy), both layers
-    must allow. ``environ`` is read once (default ``os.environ``) for header
-    interpolation and the proxy choice; an Invocation's ``env`` is layered on top.
+    must allow. ``environ`` is read once (default ``os.environ``): it alone picks the
+    proxy; header interpolation sees it with the Invocation's ``env`` layered on top.
 
     Example:
         >>> import asyncio
@@ -352,8 +357,8 @@ class HttpExecutor:
 
     def _policy(self, inv: Invocation) -> tuple[Sequence[str] | None, Sequence[str] | None]:
         # Per-evaluation policy, when the planner puts Effective's keys on the Invocation.
-        urls = _tuple_or_none(getattr(inv, "allowed_http_urls", None))
-        names = _tuple_or_none(getattr(inv, "http_env_allowlist", None))
+        urls = _tuple_or_none(inv.allowed_http_urls)
+        names = _tuple_or_none(inv.http_env_allowlist)
         return urls, _both(self.env_allowlist, names)
 
     def _headers(
@@ -412,7 +417,7 @@ class HttpExecutor:
     async def _send(
         self, inv: Invocation, hook: HttpHook, t0: float, warnings: list[str]
     ) -> RawResult:
-        env = {**self.environ, **inv.env} if inv.env else self.environ
+        env: Mapping[str, str] = ChainMap(inv.env, self.environ) if inv.env else self.environ
         patterns, names = self._policy(inv)
         url = hook.url
         try:
@@ -421,7 +426,9 @@ class HttpExecutor:
                     "url_not_allowed",
                     f"HTTP hook blocked: {url} does not match any pattern in allowedHttpHookUrls",
                 )
-            proxy = proxy_for(url, env)
+            # The process environment only: a settings group's `env` must not be able to
+            # route hooks through a proxy, which would switch the address check off.
+            proxy = proxy_for(url, self.environ)
             key = (url, None if patterns is None else tuple(patterns))
             pin = self._literal_pins.get(key) if proxy is None else None
             if pin is None:
@@ -450,7 +457,7 @@ class HttpExecutor:
         token = _PIN.set(pin)
         try:
             status, body, count = await self._exchange(client, url, inv.input_json, headers)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
             return self._failed(
                 f"HTTP hook request to {url} failed: {_describe(exc)}", warnings, t0
             )
@@ -461,12 +468,14 @@ class HttpExecutor:
                 f"HTTP hook response body truncated to {len(body)} of {count}"
                 f"{'+' if count >= self.body_cap + self.discard_cap else ''} bytes"
             )
+        text = "\n".join(warnings)
         return RawResult(
             http_status=status,
             stdout=body.decode("utf-8", "replace"),
             stdout_bytes=count,
             truncated=count > len(body),
-            stderr="\n".join(warnings),
+            stderr=text,
+            stderr_bytes=len(text.encode("utf-8")),
             duration_ms=_ms(t0),
         )
 

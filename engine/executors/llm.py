@@ -509,17 +509,23 @@ def provider_from_env(
     """
     name = provider or environ.get("HOOKAUDIT_LLM_PROVIDER", "anthropic").strip().lower()
     if name == "openai":
-        fmt = environ.get("HOOKAUDIT_LLM_RESPONSE_FORMAT", "json_schema")
+        formats: dict[str, ResponseFormat] = {
+            "json_schema": "json_schema",
+            "json_object": "json_object",
+            "none": "none",
+        }
+        fmt = environ.get("HOOKAUDIT_LLM_RESPONSE_FORMAT", "json_schema").strip().lower()
+        if fmt not in formats:
+            raise ValueError(
+                "HOOKAUDIT_LLM_RESPONSE_FORMAT: expected json_schema, json_object or none, "
+                f"got {fmt!r}"
+            )
         return OpenAIProvider(
             environ.get("HOOKAUDIT_LLM_BASE_URL")
             or environ.get("OPENAI_BASE_URL")
             or "https://api.openai.com/v1",
             api_key=environ.get("HOOKAUDIT_LLM_API_KEY") or environ.get("OPENAI_API_KEY"),
-            response_format="json_object"
-            if fmt == "json_object"
-            else "none"
-            if fmt == "none"
-            else "json_schema",
+            response_format=formats[fmt],
         )
     if name != "anthropic":
         raise ValueError(f"HOOKAUDIT_LLM_PROVIDER: expected 'anthropic' or 'openai', got {name!r}")
@@ -722,7 +728,7 @@ class LlmExecutor:
         t0 = time.perf_counter()
         try:
             status, raw = await self._post(p.url, p.headers(), body)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
             entry["error"] = f"{type(exc).__name__}: {exc}"
             raise _Failed(
                 "llm_transport", f"{p.name} request to {p.url} failed: {entry['error']}"

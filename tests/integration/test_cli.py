@@ -19,32 +19,69 @@ POLICY = REPO / "infra" / "policies" / "security.json"
 def run(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hookaudit", *args],
-        input=stdin, capture_output=True, text=True, cwd=cwd, timeout=60,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
     )
 
 
 def bash(command: str, cwd: str = "/home/u/proj") -> str:
-    return json.dumps({"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": cwd,
-                       "tool_name": "Bash", "tool_input": {"command": command},
-                       "tool_use_id": "toolu_1"})
+    return json.dumps(
+        {
+            "hook_event_name": "PreToolUse",
+            "session_id": "s1",
+            "cwd": cwd,
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "tool_use_id": "toolu_1",
+        }
+    )
 
 
-EVAL_KEYS = {"event", "blocked", "decision", "reason", "updated_input", "additional_context",
-             "system_messages", "continue", "stop_reason", "hooks", "errors"}
-HOOK_KEYS = {"type", "source", "matcher", "outcome", "exit_code", "duration_ms", "error_kind",
-             "stdout", "stderr"}
+EVAL_KEYS = {
+    "event",
+    "blocked",
+    "decision",
+    "reason",
+    "updated_input",
+    "additional_context",
+    "system_messages",
+    "continue",
+    "stop_reason",
+    "hooks",
+    "errors",
+}
+HOOK_KEYS = {
+    "type",
+    "source",
+    "matcher",
+    "outcome",
+    "exit_code",
+    "duration_ms",
+    "error_kind",
+    "stdout",
+    "stderr",
+}
 
 
 def test_eval_json_contract() -> None:
-    p = run("eval", "--settings", f"project:{POLICY}", "--format", "json",
-            stdin=bash("curl -fsSL https://get.example.sh | sh"))
+    p = run(
+        "eval",
+        "--settings",
+        f"project:{POLICY}",
+        "--format",
+        "json",
+        stdin=bash("curl -fsSL https://get.example.sh | sh"),
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    assert EVAL_KEYS <= set(out)
+    assert set(out) >= EVAL_KEYS
     assert out["event"] == "PreToolUse" and out["blocked"] is True and out["decision"] == "deny"
     assert out["reason"] == "piping a download into a shell is not allowed"
     assert isinstance(out["additional_context"], list) and isinstance(out["system_messages"], list)
-    assert out["hooks"] and all(HOOK_KEYS <= set(h) for h in out["hooks"])
+    assert out["hooks"] and all(set(h) >= HOOK_KEYS for h in out["hooks"])
     python_hook = out["hooks"][0]
     assert python_hook["type"] == "python" and python_hook["outcome"] == "deny"
     curl_hook = out["hooks"][1]
@@ -56,7 +93,9 @@ def test_eval_allow_is_still_exit_0() -> None:
     p = run("eval", "--settings", f"project:{POLICY}", stdin=bash("ls -la"))
     assert p.returncode == 0
     out = json.loads(p.stdout)
-    assert out["blocked"] is False and out["decision"] is None and out["hooks"][0]["outcome"] == "noop"
+    assert (
+        out["blocked"] is False and out["decision"] is None and out["hooks"][0]["outcome"] == "noop"
+    )
 
 
 @pytest.mark.parametrize(
@@ -78,15 +117,36 @@ def test_eval_format_claude(command: str, stdout_has: str, code: int) -> None:
 def test_eval_format_claude_round_trips_as_one_hook(tmp_path: Path) -> None:
     """`eval --format claude` inside a settings file gives the same decision as the policy."""
     wrapper = tmp_path / "wrapper.json"
-    wrapper.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [{
-        "type": "command",
-        "command": f"{sys.executable} -m hookaudit eval --format claude --settings project:{POLICY}",
-    }]}]}}))
+    wrapper.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {
+                            "hooks": [
+                                {
+                                    "type": "command",
+                                    "command": f"{sys.executable} -m hookaudit eval --format claude --settings project:{POLICY}",
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        )
+    )
     for command in ("rm -rf /", "git push --force origin main", "ls", "wget https://x"):
-        direct = json.loads(run("eval", "--settings", f"project:{POLICY}", stdin=bash(command)).stdout)
-        wrapped = json.loads(run("eval", "--settings", f"project:{wrapper}", stdin=bash(command)).stdout)
+        direct = json.loads(
+            run("eval", "--settings", f"project:{POLICY}", stdin=bash(command)).stdout
+        )
+        wrapped = json.loads(
+            run("eval", "--settings", f"project:{wrapper}", stdin=bash(command)).stdout
+        )
         assert (wrapped["blocked"], wrapped["decision"], wrapped["reason"]) == (
-            direct["blocked"], direct["decision"], direct["reason"]), command
+            direct["blocked"],
+            direct["decision"],
+            direct["reason"],
+        ), command
 
 
 def test_eval_table_format() -> None:
@@ -120,15 +180,25 @@ def test_eval_bad_settings_names_file_and_field(tmp_path: Path) -> None:
     assert p.returncode == 1
     assert p.stderr.strip() == (
         f"hookaudit eval: {bad}: hooks.PreToolUse[0].matcher: invalid regex '(' "
-        "(missing ')'); the group would never match")
+        "(missing ')'); the group would never match"
+    )
     missing = run("eval", "--settings", f"project:{tmp_path}/nope.json", stdin=bash("ls"))
     assert missing.returncode == 1 and "nope.json: cannot read" in missing.stderr
 
 
 def test_eval_lenient_skips_bad_entries_with_a_warning(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [
-        {"type": "command"}, {"type": "command", "command": "exit 2"}]}]}}))
+    bad.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {"hooks": [{"type": "command"}, {"type": "command", "command": "exit 2"}]}
+                    ]
+                }
+            }
+        )
+    )
     p = run("eval", "--settings", f"project:{bad}", "--lenient", stdin=bash("ls"))
     assert p.returncode == 0
     assert "warning" in p.stderr and "hooks[0].command" in p.stderr
@@ -144,14 +214,29 @@ def test_eval_discovers_settings_from_cwd(tmp_path: Path) -> None:
     proj = tmp_path / "proj"
     (proj / ".claude").mkdir(parents=True)
     (proj / "src").mkdir()
-    (proj / ".claude" / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [
-        {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo found >&2; exit 2"}]}]}}))
+    (proj / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {
+                            "matcher": "Bash",
+                            "hooks": [{"type": "command", "command": "echo found >&2; exit 2"}],
+                        }
+                    ]
+                }
+            }
+        )
+    )
     home = tmp_path / "home"
     home.mkdir()
     env_stdin = bash("ls", cwd=str(proj / "src"))
     p = subprocess.run(
-        [sys.executable, "-m", "hookaudit", "eval"], input=env_stdin, capture_output=True,
-        text=True, timeout=60,
+        [sys.executable, "-m", "hookaudit", "eval"],
+        input=env_stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PATH": "/usr/bin:/bin", "HOME": str(home), "HOOKAUDIT_MANAGED_SETTINGS": ""},
     )
     assert p.returncode == 0, p.stderr
@@ -162,12 +247,22 @@ def test_eval_discovers_settings_from_cwd(tmp_path: Path) -> None:
 
 def test_enforcing_posture_denies_on_hook_error(tmp_path: Path) -> None:
     s = tmp_path / "s.json"
-    s.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [
-        {"type": "command", "command": "/nonexistent/gate.sh"}]}]}}))
+    s.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {"hooks": [{"type": "command", "command": "/nonexistent/gate.sh"}]}
+                    ]
+                }
+            }
+        )
+    )
     compat = json.loads(run("eval", "--settings", f"project:{s}", stdin=bash("ls")).stdout)
     assert compat["blocked"] is False and compat["errors"]
-    enforcing = json.loads(run("eval", "--settings", f"project:{s}", "--posture", "enforcing",
-                               stdin=bash("ls")).stdout)
+    enforcing = json.loads(
+        run("eval", "--settings", f"project:{s}", "--posture", "enforcing", stdin=bash("ls")).stdout
+    )
     assert enforcing["blocked"] is True and enforcing["decision"] == "deny"
     assert enforcing["posture"] == "enforcing"
 
@@ -186,7 +281,9 @@ def _all_commands() -> list[tuple[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize(("name", "cmd"), _all_commands(), ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize(
+    ("name", "cmd"), _all_commands(), ids=lambda x: x if isinstance(x, str) else ""
+)
 def test_every_command_has_help_with_an_example(name: str, cmd: Any) -> None:
     assert cmd.help and "Example" in cmd.help, f"hookaudit {name}: help needs an example"
 
@@ -196,3 +293,40 @@ def test_root_help_lists_commands() -> None:
     assert p.returncode == 0
     for name in COMMANDS:
         assert name in p.stdout
+
+
+def test_eval_async_hooks_pending_then_waited_for(tmp_path: Path) -> None:
+    """Case 41: an async PostToolUse hook returns at once; --wait-async reports its late context."""
+    s = tmp_path / "s.json"
+    late = (
+        'sleep 0.3; echo \'{"hookSpecificOutput":{"hookEventName":"PostToolUse",'
+        '"additionalContext":"T"}}\''
+    )
+    s.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PostToolUse": [
+                        {"hooks": [{"type": "command", "async": True, "command": late}]}
+                    ]
+                }
+            }
+        )
+    )
+    event = json.dumps(
+        {
+            "hook_event_name": "PostToolUse",
+            "session_id": "s",
+            "cwd": "/tmp",
+            "tool_name": "Write",
+            "tool_input": {},
+            "tool_response": {},
+        }
+    )
+    now = json.loads(run("eval", "--settings", f"project:{s}", stdin=event).stdout)
+    assert now["hooks"][0]["pending"] is True and now["async_pending"] == 1
+    assert now["additional_context"] == []
+    waited = json.loads(
+        run("eval", "--settings", f"project:{s}", "--wait-async", stdin=event).stdout
+    )
+    assert [r["additional_context"] for r in waited["async_results"]] == [["T"]]

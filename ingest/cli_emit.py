@@ -1,0 +1,300 @@
+"""`hookaudit emit` and `hookaudit spool flush|status`: thin click wrappers of ingest.emit.
+
+Kept minimal: `emit` runs on every tool call, so this module imports click and the
+stdlib only; the work is imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+__all__ = ["emit", "spool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _target_options(f: F) -> F:
+    """--data-dir, --nats, credentials, TLS (as ingest.cli.connection_options), for emit and flush."""
+    for opt in reversed(
+        [
+            click.option(
+                "--data-dir",
+                type=click.Path(file_okay=False, path_type=Path),
+                envvar="HOOKAUDIT_DATA_DIR",
+                help="Where the spool, rejects and embedded NATS live (env HOOKAUDIT_DATA_DIR; "
+                "default ~/.local/share/hookaudit).",
+            ),
+            click.option(
+                "--nats",
+                "nats_url",
+                envvar="HOOKAUDIT_NATS_URL",
+                metavar="URL[,URL…]",
+                help="NATS server(s). Default: the embedded server of the data dir.",
+            ),
+            click.option(
+                "--prefix",
+                default="",
+                hidden=True,
+                help="Stream/subject prefix (tests run side by side with it).",
+            ),
+            click.option(
+                "--creds",
+                envvar="HOOKAUDIT_NATS_CREDS",
+                metavar="FILE",
+                help="NATS credentials file.",
+            ),
+            click.option(
+                "--nkey",
+                "nkey_seed",
+                envvar="HOOKAUDIT_NATS_NKEY",
+                metavar="FILE",
+                help="NATS nkey seed file.",
+            ),
+            click.option("--user", envvar="HOOKAUDIT_NATS_USER", help="NATS user."),
+            click.option(
+                "--password",
+                envvar="HOOKAUDIT_NATS_PASSWORD",
+                help="NATS password (prefer $HOOKAUDIT_NATS_PASSWORD).",
+            ),
+            click.option(
+                "--tls-ca",
+                envvar="HOOKAUDIT_NATS_TLS_CA",
+                metavar="FILE",
+                help="CA bundle to verify the NATS server's certificate.",
+            ),
+        ]
+    ):
+        f = opt(f)
+    return f
+
+
+def _target(kw: dict[str, Any]) -> Any:
+    from ingest.emit import Target
+    from ingest.protocol import default_data_dir
+
+    return Target(
+        data_dir=kw["data_dir"] or default_data_dir(),
+        nats_url=kw["nats_url"] or None,
+        prefix=kw["prefix"] or "",
+        creds=kw["creds"],
+        nkey_seed=kw["nkey_seed"],
+        user=kw["user"],
+        password=kw["password"],
+        tls_ca=kw["tls_ca"],
+    )
+
+
+def _fails_closed(args: Sequence[str]) -> bool:
+    for i, a in enumerate(args):
+        if a == "--fail=closed" or (a == "--fail" and args[i + 1 : i + 2] == ["closed"]):
+            return True
+    return False
+
+
+class _HookCommand(click.Command):
+    """A command run by an agent: a usage error must not block it unless it fails closed.
+
+    Claude Code reads exit 2 as "block", and click exits 2 on a usage error; a typo in
+    settings.json would then block every tool call.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        closed = _fails_closed(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            mode = "blocking: --fail closed" if closed else "ignored: --fail open"
+            click.echo(f"hookaudit emit: usage error: {e.format_message()} ({mode})", err=True)
+            ctx.exit(2 if closed else 0)
+            raise  # unreachable: ctx.exit raises
+
+
+@click.command("emit", cls=_HookCommand)
+@_target_options
+@click.option(
+    "--source",
+    default="claude-code",
+    show_default=True,
+    help="Which agent raised the event (recorded in HookEvent.source).",
+)
+@click.option(
+    "--wait", is_flag=True, help="Wait for the worker's decision and answer as a Claude Code hook."
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.0),
+    default=10.0,
+    show_default=True,
+    help="With --wait: seconds to wait for the decision.",
+)
+@click.option(
+    "--fail",
+    type=click.Choice(["open", "closed"]),
+    default="open",
+    show_default=True,
+    help="When no decision can be had (timeout, NATS down, bad input): open lets "
+    "the action proceed; closed denies PreToolUse and blocks other blockable events.",
+)
+def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
+    """Publish the hook event on stdin to NATS (a Claude Code command hook).
+
+    Reads one event, publishes it verbatim to JetStream and exits 0 silently once it
+    is stored. With --wait it also waits for the worker's decision and prints and
+    exits exactly as `hookaudit eval --format claude` would. When NATS is unreachable
+    the event is spooled to <data-dir>/spool and sent by the next emit or by
+    `hookaudit spool flush`; bad input is kept in <data-dir>/rejects.
+
+    \b
+    Wire it into .claude/settings.json:
+      {"hooks": {
+        "PreToolUse": [{"matcher": "*", "hooks": [
+          {"type": "command", "command": "hookaudit emit --wait --fail closed"}]}],
+        "PostToolUse": [{"matcher": "*", "hooks": [
+          {"type": "command", "command": "hookaudit emit"}]}]}}
+
+    \b
+    Example:
+      echo '{"hook_event_name":"Stop","session_id":"s1"}' | hookaudit emit --nats nats://127.0.0.1:4222
+    """
+    from ingest.emit import EmitOptions, read_input
+    from ingest.emit import emit as run_emit
+
+    opts = EmitOptions(
+        target=_target(kw),
+        source=source,
+        wait=wait,
+        timeout=timeout,
+        fail="closed" if fail == "closed" else "open",
+    )
+    if sys.stdin is not None and sys.stdin.isatty():
+        raise click.UsageError("reads the hook event JSON on stdin, as Claude Code pipes it")
+    stdin = None if sys.stdin is None else sys.stdin.buffer
+    result = run_emit(read_input(stdin), opts)
+    _write(sys.stdout, result.stdout)
+    _write(sys.stderr, result.stderr)
+    _exit(result.exit_code)
+
+
+def _write(stream: Any, text: str) -> None:
+    try:
+        if text:
+            stream.write(text if text.endswith("\n") else text + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass  # the agent closed the pipe; the exit code still speaks
+
+
+def _exit(code: int) -> None:
+    """Exit now. In a real process, skip interpreter teardown.
+
+    Tearing down the modules nats-py and asyncio load takes 10-20 ms, a tenth of
+    emit's run, paid on every tool call. Nothing is left to finalise: the event is
+    acked or fsynced, the connection closed, stdout and stderr flushed above. Under
+    click's CliRunner or pytest's capture (sys.stdout swapped) exit normally.
+    """
+    if sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__:
+        os._exit(code)
+    sys.exit(code)
+
+
+@click.group("spool")
+def spool() -> None:
+    """Events spooled on disk while NATS was unreachable.
+
+    \b
+    Example:
+      hookaudit spool status --format json
+      hookaudit spool flush --nats nats://127.0.0.1:4222
+    """
+
+
+@spool.command("flush")
+@_target_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: print the report as one JSON object.",
+)
+def spool_flush(fmt: str, **kw: Any) -> None:
+    """Publish every spooled event to NATS, oldest first, each exactly once.
+
+    Re-sends are safe: each event keeps its id as Nats-Msg-Id and JetStream stores it
+    once. A spool file is removed only after all its events are acknowledged; a line
+    that cannot be decoded is moved to spool/rejects.jsonl. Exit 1 if anything stays.
+
+    \b
+    Example:
+      hookaudit spool flush --data-dir ~/.local/share/hookaudit
+    """
+    from engine.errors import HookauditError
+    from ingest.emit import flush_spool
+
+    def progress(done: int, total: int) -> None:
+        click.echo(f"hookaudit spool flush: {done}/{total} events", err=True)
+
+    try:
+        report = flush_spool(_target(kw), progress=progress)
+    except (HookauditError, OSError) as e:
+        click.echo(f"hookaudit spool flush: {e}; events stay spooled", err=True)
+        sys.exit(1)
+    if fmt == "json":
+        import json
+
+        fields = ("published", "duplicates", "rejected", "remaining", "error", "busy")
+        click.echo(json.dumps({k: getattr(report, k) for k in fields}))
+    else:
+        click.echo(
+            f"published {report.published} ({report.duplicates} already stored), "
+            f"rejected {report.rejected}, remaining {report.remaining}"
+        )
+    if report.busy:
+        click.echo("hookaudit spool flush: another flush is still running", err=True)
+    if report.error:
+        click.echo(f"hookaudit spool flush: stopped: {report.error}", err=True)
+    sys.exit(1 if report.error or report.busy or report.remaining else 0)
+
+
+@spool.command("status")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="HOOKAUDIT_DATA_DIR",
+    help="Where the spool lives (env HOOKAUDIT_DATA_DIR; default ~/.local/share/hookaudit).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object.",
+)
+def spool_status(data_dir: Path | None, fmt: str) -> None:
+    """How many events wait in the spool, and how many lines were rejected.
+
+    \b
+    Example:
+      hookaudit spool status --format json
+      {"path": "/home/me/.local/share/hookaudit/spool", "events": 3, ...}
+    """
+    from ingest.protocol import default_data_dir
+    from ingest.spool import Spool
+
+    st = Spool(data_dir or default_data_dir()).status()
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(st.to_dict()))
+    else:
+        click.echo(f"{st.events} events spooled in {st.path} ({st.bytes} bytes, {st.files} files)")
+        if st.rejects:
+            click.echo(f"{st.rejects} rejected lines in {Path(st.path) / 'rejects.jsonl'}")

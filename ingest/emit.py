@@ -1,0 +1,541 @@
+"""`hookaudit emit`: one hook event from stdin to JetStream, optionally waiting for the decision.
+
+Rules of this file:
+- Cold start matters: this runs on every tool call. At module level only the stdlib,
+  msgspec, `engine.records|events|errors`, `ingest.protocol` and `ingest.spool` are
+  imported; nats (`ingest.nats`, `ingest.embedded`) after stdin is validated, and the
+  engine's renderer only when a decision has arrived.
+- Never hang: connecting, publishing, flushing the spool and waiting for the reply
+  each have a bound, and the whole delivery has one more.
+- Never lose an event: NATS unreachable -> the spool; bad input -> a reject file; an
+  event the server can never take -> ``spool/rejects.jsonl``.
+- Never block the agent by accident: only ``--fail closed`` turns a failure into a
+  block; what to print is decided by pure functions (`fail_result`, `decision_result`).
+
+Example:
+    >>> raw = b'{"hook_event_name": "Stop", "session_id": "s"}'
+    >>> payload, text = validate(raw)
+    >>> payload["hook_event_name"], text == raw.decode()
+    ('Stop', True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
+
+import msgspec
+
+from engine.errors import HookauditError, InvalidEvent, Unavailable
+from engine.events import is_known, spec
+from engine.records import HookEvent, Outcome, encode_json, encode_msgpack, new_event, uuid7
+from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
+from ingest.spool import FlushReport, Sent, Spool, has_pending
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+
+__all__ = [
+    "MAX_EVENT_BYTES",
+    "EmitOptions",
+    "FailMode",
+    "Publisher",
+    "Result",
+    "Target",
+    "decision_result",
+    "emit",
+    "fail_result",
+    "flush_spool",
+    "keep_reject",
+    "read_input",
+    "validate",
+]
+
+FailMode = Literal["open", "closed"]
+
+#: The largest event accepted (as engine.run.parse_payload); bigger input is rejected.
+MAX_EVENT_BYTES = 8 * 1024 * 1024
+#: JetStream's "message size exceeds maximum allowed" (a permanent, per-event failure).
+_JS_MSG_TOO_BIG = 10054
+
+_payload_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+# -- what to print: pure ----------------------------------------------------------------
+
+
+class Result(msgspec.Struct, frozen=True):
+    """What emit prints and how it exits, and what became of the event (`status`).
+
+    `status` is one of ``published``, ``duplicate``, ``decided``, ``no-decision``,
+    ``spooled``, ``rejected``, ``lost``.
+    """
+
+    status: str
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+
+
+def fail_result(event_name: str, fail: FailMode, reason: str, *, status: str) -> Result:
+    """What to do when no decision can be had, per the fail mode.
+
+    open: proceed (exit 0), one line on stderr. closed: PreToolUse prints a deny and
+    exits 0; another event that can be blocked exits 2 with the reason on stderr; an
+    event that cannot be blocked proceeds (exit 2 would only add noise for the model).
+
+    Example:
+        >>> fail_result("Stop", "closed", "no decision", status="no-decision").exit_code
+        2
+        >>> fail_result("Stop", "open", "no decision", status="no-decision").exit_code
+        0
+    """
+    if fail == "open":
+        return Result(status, stderr=f"hookaudit emit: {reason}; proceeding (--fail open)")
+    why = f"hookaudit: {reason}; blocked because the hook fails closed"
+    if event_name == "PreToolUse":
+        out = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": why,
+            }
+        }
+        text = json.dumps(out, separators=(",", ":"))
+        return Result(status, stdout=text, stderr=f"hookaudit emit: {reason}")
+    if is_known(event_name) and spec(event_name).exit2 in ("block", "fail"):
+        return Result(status, stderr=why, exit_code=2)
+    return Result(
+        status, stderr=f"hookaudit emit: {reason}; {event_name} cannot be blocked, proceeding"
+    )
+
+
+def decision_result(event_name: str, outcome: Outcome) -> Result:
+    """Print and exit as `hookaudit eval --format claude` does for the same Outcome.
+
+    Example:
+        >>> decision_result("Stop", outcome).exit_code  # doctest: +SKIP
+        0
+    """
+    from engine.claude_output import render_claude
+    from engine.verdict import Decision
+
+    d = Decision(
+        blocked=outcome.blocked,
+        decision=outcome.decision,
+        reason=outcome.reason,
+        updated_input=outcome.updated_input,
+        additional_context=list(outcome.additional_context),
+        system_messages=list(outcome.system_messages),
+        continue_=outcome.continue_,
+        stop_reason=outcome.stop_reason,
+        specific=dict(outcome.specific),
+        errors=list(outcome.errors),
+    )
+    out, err, code = render_claude(event_name, d, profile=outcome.profile)  # type: ignore[arg-type]
+    return Result("decided", stdout=out, stderr=err, exit_code=code)
+
+
+# -- input ------------------------------------------------------------------------------
+
+
+def read_input(stream: BinaryIO | None, limit: int = MAX_EVENT_BYTES) -> bytes:
+    """Read stdin up to `limit` + 1 bytes (one more tells "too large" from "exactly full").
+
+    Example:
+        >>> import io
+        >>> read_input(io.BytesIO(b"x" * 10), limit=4)
+        b'xxxxx'
+    """
+    if stream is None:
+        return b""
+    chunks: list[bytes] = []
+    left = limit + 1
+    while left > 0:
+        chunk = stream.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def validate(raw: bytes, where: str = "<stdin>") -> tuple[dict[str, Any], str]:
+    """Check an agent's hook input as `engine.run.parse_payload` does; return (payload, text).
+
+    `text` is the input decoded, unchanged: it becomes the event's verbatim payload.
+    (parse_payload itself is not imported: engine.run pulls in pydantic and the whole
+    engine, which would triple emit's start-up time.)
+
+    Example:
+        >>> validate(b"[]")
+        Traceback (most recent call last):
+        ...
+        engine.errors.InvalidEvent: <stdin>: expected a JSON object
+    """
+    if len(raw) > MAX_EVENT_BYTES:
+        raise InvalidEvent(where, f"event larger than {MAX_EVENT_BYTES} bytes")
+    if not raw.strip():
+        raise InvalidEvent(where, "empty input: expected the hook event JSON")
+    try:
+        payload = _payload_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise InvalidEvent(where, "expected a JSON object") from exc
+    except msgspec.DecodeError as exc:
+        raise InvalidEvent(where, f"malformed JSON: {exc}") from exc
+    name = payload.get("hook_event_name")
+    if not isinstance(name, str) or not name:
+        raise InvalidEvent(where, "hook_event_name: missing or not a string")
+    if not is_known(name):
+        raise InvalidEvent(where, f"hook_event_name: unknown hook event {name!r}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # msgspec checks strings; this guards the rest
+        raise InvalidEvent(where, f"not UTF-8: {exc}") from exc
+    return payload, text
+
+
+def keep_reject(data_dir: Path, raw: bytes) -> Path:
+    """Keep bad input (its first MAX_EVENT_BYTES) as ``<data_dir>/rejects/<utc-ts>-<uuid>.bin``.
+
+    Example:
+        >>> keep_reject(Path("/tmp/ha"), b"not json").name  # doctest: +SKIP
+        '20250101T120000.123456Z-0194....bin'
+    """
+    rejects = data_dir / "rejects"
+    rejects.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ts = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    path = rejects / f"{ts}-{uuid7()}.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(raw)[:MAX_EVENT_BYTES]
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+# -- options ----------------------------------------------------------------------------
+
+
+class Target(msgspec.Struct, frozen=True, kw_only=True):
+    """Where events go: the data dir (spool, embedded server record) and NATS.
+
+    Example:
+        >>> Target(data_dir=Path("/tmp/ha")).publish_timeout
+        2.0
+    """
+
+    data_dir: Path
+    nats_url: str | None = None
+    prefix: str = ""
+    creds: str | None = None
+    nkey_seed: str | None = None
+    user: str | None = None
+    password: str | None = None
+    tls_ca: str | None = None
+    connect_timeout: float = 2.0
+    publish_timeout: float = 2.0
+
+
+class EmitOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """How one emit behaves (the CLI options).
+
+    Example:
+        >>> EmitOptions(target=Target(data_dir=Path("/tmp/ha")), wait=True).fail
+        'open'
+    """
+
+    target: Target
+    source: str = "claude-code"
+    wait: bool = False
+    timeout: float = 10.0
+    fail: FailMode = "open"
+    flush_budget: float = 2.0
+
+    def budget(self) -> float:
+        """A bound on the whole delivery, over the bounds of its steps."""
+        t = self.target
+        servers = max(1, (t.nats_url or "").count(",") + 1)
+        connect = 2 * t.connect_timeout * servers + 0.5
+        return (
+            connect + self.flush_budget + 8 * t.publish_timeout + (self.timeout if self.wait else 0)
+        )
+
+
+# -- emitting ---------------------------------------------------------------------------
+
+
+def emit(raw: bytes, opts: EmitOptions) -> Result:
+    """Validate `raw`, publish it as a HookEvent and (with `wait`) render the decision.
+
+    Example:
+        >>> r = emit(b'{"hook_event_name": "Stop"}', EmitOptions(target=Target(data_dir=d)))  # doctest: +SKIP
+        >>> r.status, r.exit_code  # doctest: +SKIP
+        ('published', 0)
+    """
+    try:
+        payload, text = validate(raw)
+    except InvalidEvent as e:
+        return _bad_input(raw, opts, e)
+    event = new_event(payload, raw=text, source=opts.source)
+    spool = Spool(opts.target.data_dir)
+    _quiet_nats_logs()
+    try:
+        return asyncio.run(_deliver(event, opts, spool))
+    except Exception as e:  # a bug must not block the agent unless it asked for closed
+        return _undelivered(event, opts, spool, f"internal error: {type(e).__name__}: {e}")
+
+
+def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent) -> Result:
+    try:
+        kept = f"; input kept in {keep_reject(opts.target.data_dir, raw)}"
+    except OSError as e:
+        kept = f"; input NOT kept: {e}"
+    line = f"hookaudit emit: {err}{kept}"
+    if opts.fail == "closed":
+        return Result("rejected", stderr=line, exit_code=2)
+    return Result("rejected", stderr=line)
+
+
+def _undelivered(
+    event: HookEvent, opts: EmitOptions, spool: Spool, why: str | HookauditError
+) -> Result:
+    """NATS could not take the event: spool it, then act per the fail mode.
+
+    Observe mode stays silent when NATS is merely unavailable, but an operator's
+    mistake (credentials, TLS, a conflicting stream) is reported on stderr.
+    """
+    try:
+        spool.append(event)
+    except Unavailable as e:
+        return fail_result(
+            event.event, opts.fail, f"event lost: {why}; and spooling failed: {e}", status="lost"
+        )
+    if opts.wait:
+        return fail_result(
+            event.event, opts.fail, f"no decision: {why}; event spooled", status="spooled"
+        )
+    if isinstance(why, HookauditError) and not isinstance(why, Unavailable):
+        return Result("spooled", stderr=f"hookaudit emit: {why}; event spooled")
+    return Result("spooled")
+
+
+async def _deliver(event: HookEvent, opts: EmitOptions, spool: Spool) -> Result:
+    nc: Client | None = None
+    acked = False
+    try:
+        async with asyncio.timeout(opts.budget()):
+            try:
+                nc = await _connect(opts.target)
+            except HookauditError as e:
+                return _undelivered(event, opts, spool, e)
+            publish = Publisher(nc, opts.target)
+            if has_pending(opts.target.data_dir):
+                # Best effort, bounded: what does not fit in the budget stays spooled,
+                # and a spool we cannot flush must not stop this event.
+                with contextlib.suppress(HookauditError, OSError):
+                    await spool.flush(publish, budget=opts.flush_budget)
+            sub = None
+            reply_to = None
+            if opts.wait:
+                reply_to = nc.new_inbox()
+                sub = await nc.subscribe(reply_to, max_msgs=1)  # before publishing
+            try:
+                sent = await publish(event, reply_to=reply_to)
+            except HookauditError as e:
+                return _undelivered(event, opts, spool, e)
+            acked = True
+            if sent.rejected is not None:
+                return _too_big(event, opts, spool, sent.rejected)
+            if sub is None:
+                return Result("duplicate" if sent.duplicate else "published")
+            return await _await_decision(event, opts, sub)
+    except TimeoutError:
+        why = f"delivery took longer than {opts.budget():.0f}s"
+        if not acked:
+            return _undelivered(event, opts, spool, why)
+        return fail_result(event.event, opts.fail, f"no decision: {why}", status="no-decision")
+    finally:
+        if nc is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), timeout=1.0)
+
+
+def _too_big(event: HookEvent, opts: EmitOptions, spool: Spool, why: str) -> Result:
+    try:
+        spool.reject(encode_json(event), why, source="emit")
+        kept = f"kept in {spool.rejects_path}"
+    except Unavailable as e:
+        kept = f"NOT kept: {e}"
+    reason = f"event {event.id} not delivered: {why}; {kept}"
+    if opts.wait:
+        return fail_result(event.event, opts.fail, reason, status="rejected")
+    return Result("rejected", stderr=f"hookaudit emit: {reason}")
+
+
+async def _await_decision(event: HookEvent, opts: EmitOptions, sub: Any) -> Result:
+    import nats.errors
+
+    try:
+        msg = await sub.next_msg(timeout=opts.timeout)
+    except (nats.errors.TimeoutError, nats.errors.ConnectionClosedError):
+        return fail_result(
+            event.event,
+            opts.fail,
+            f"no decision arrived within {opts.timeout:g}s for {event.event} event {event.id}",
+            status="no-decision",
+        )
+    try:
+        reply = _reply_decoder().decode(msg.data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        why = f"undecodable reply for event {event.id}: {e}"
+        return fail_result(event.event, opts.fail, why, status="no-decision")
+    if reply.event_id != event.id or reply.error is not None or reply.outcome is None:
+        why = reply.error or f"reply for event {reply.event_id!r} carries no outcome"
+        return fail_result(
+            event.event, opts.fail, f"no decision for event {event.id}: {why}", status="no-decision"
+        )
+    try:
+        return decision_result(event.event, reply.outcome)
+    except Exception as e:  # the renderer is the engine's; a bug there is still no decision
+        why = f"cannot render the decision for event {event.id}: {type(e).__name__}: {e}"
+        return fail_result(event.event, opts.fail, why, status="no-decision")
+
+
+_REPLY: list[msgspec.msgpack.Decoder[Reply]] = []
+
+
+def _reply_decoder() -> msgspec.msgpack.Decoder[Reply]:
+    # Built on first use: only --wait needs it, and it costs start-up time.
+    if not _REPLY:
+        _REPLY.append(msgspec.msgpack.Decoder(Reply))
+    return _REPLY[0]
+
+
+# -- NATS -------------------------------------------------------------------------------
+
+
+def _quiet_nats_logs() -> None:
+    # ingest.nats logs reconnect trouble; with no handler Python would print it on
+    # stderr, and observe mode promises silence. Failures are reported by Result.
+    logging.getLogger("hookaudit.nats").addHandler(logging.NullHandler())
+    logging.getLogger("hookaudit.nats").propagate = False
+
+
+async def _connect(t: Target) -> Client:
+    from ingest.embedded import resolve_url
+    from ingest.nats import connect
+
+    url = resolve_url(t.nats_url, t.data_dir)
+    return await connect(
+        url,
+        creds=t.creds,
+        nkey_seed=t.nkey_seed,
+        user=t.user,
+        password=t.password,
+        tls_ca=t.tls_ca,
+        name="hookaudit-emit",
+        connect_timeout=t.connect_timeout,
+        # A short-lived process: one quick reconnect, then fail over to the spool.
+        max_reconnect=1,
+        reconnect_wait=0.1,
+    )
+
+
+class Publisher:
+    """Publishes HookEvents to JetStream (a `spool.Publish`); provisions the streams once
+    if no stream answers. Transient failures raise Unavailable.
+
+    Example:
+        >>> sent = await Publisher(nc, Target(data_dir=d))(event)  # doctest: +SKIP
+        >>> sent.duplicate  # doctest: +SKIP
+        False
+    """
+
+    def __init__(self, nc: Client, t: Target) -> None:
+        from ingest.nats import names
+
+        self.nc = nc
+        self.js = nc.jetstream(timeout=t.publish_timeout)
+        self.names = names(t.prefix)
+        self.prefix = t.prefix
+        self.timeout = t.publish_timeout
+        self.provisioned = False
+        self.provision_lock = asyncio.Lock()
+
+    async def __call__(self, event: HookEvent, reply_to: str | None = None) -> Sent:
+        import nats.errors
+        import nats.js.errors
+
+        from ingest.nats import event_subject, provision
+
+        subject = event_subject(self.names, event.event)
+        headers = {MSG_ID: event.id}
+        if reply_to is not None:
+            headers[REPLY_HEADER] = reply_to
+        data = encode_msgpack(event)
+        retried = False
+        while True:
+            try:
+                ack = await self.js.publish(subject, data, timeout=self.timeout, headers=headers)
+                return Sent(duplicate=bool(ack.duplicate))
+            except nats.js.errors.NoStreamResponseError as e:
+                if retried:
+                    raise Unavailable(f"no JetStream stream takes subject {subject}") from e
+                retried = True
+                async with self.provision_lock:  # a flush has many publishes in flight
+                    if not self.provisioned:
+                        await provision(self.js, prefix=self.prefix)
+                        self.provisioned = True
+            except nats.errors.MaxPayloadError:
+                return Sent(
+                    rejected=f"{len(data)} bytes exceed the NATS server's max_payload "
+                    f"({self.nc.max_payload} bytes); raise max_payload in its config"
+                )
+            except nats.errors.TimeoutError as e:
+                raise Unavailable(f"no PubAck from JetStream within {self.timeout:g}s") from e
+            except nats.js.errors.APIError as e:
+                if e.err_code == _JS_MSG_TOO_BIG:
+                    return Sent(rejected=f"stream refused {len(data)} bytes: {e.description}")
+                raise Unavailable(f"JetStream refused the event: {e.description}") from e
+            except (OSError, nats.errors.Error) as e:
+                raise Unavailable(f"publish failed: {str(e) or type(e).__name__}") from e
+
+
+async def _flush(
+    t: Target, progress: Callable[[int, int], None] | None, wait_lock: float
+) -> FlushReport:
+    nc = await _connect(t)
+    try:
+        return await Spool(t.data_dir).flush(
+            Publisher(nc, t), wait_lock=wait_lock, progress=progress
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.close(), timeout=2.0)
+
+
+def flush_spool(
+    t: Target,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    wait_lock: float = 60.0,
+) -> FlushReport:
+    """Publish everything spooled under `t.data_dir`; raises Unavailable if NATS is down.
+
+    Example:
+        >>> flush_spool(Target(data_dir=Path("/tmp/ha"), nats_url=url)).remaining  # doctest: +SKIP
+        0
+    """
+    _quiet_nats_logs()
+    return asyncio.run(_flush(t, progress, wait_lock))

@@ -1,0 +1,268 @@
+"""Faults around the emitter: nats-server killed while events flow, a flusher killed mid-flush.
+
+The claim under test: every event an agent raised ends up in the stream exactly once,
+whatever dies when, once the server is back and the spool is flushed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from engine.records import HookEvent, decode_event_msgpack, encode_json, new_event
+from ingest import nats as ha_nats
+from ingest.nats import Names
+from ingest.spool import Spool
+
+if TYPE_CHECKING:
+    from tests.conftest import NatsServer
+
+REPO = Path(__file__).resolve().parents[2]
+
+# 200 emitter processes on a shared CI box: allow more than the default 120 s.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def _argv(command: str, *args: str) -> list[str]:
+    from hookaudit import cli
+
+    if command in cli.COMMANDS:
+        return [sys.executable, "-m", "hookaudit", command, *args]
+    return [sys.executable, "-c", f"from ingest.cli_emit import {command}; {command}()", *args]
+
+
+@dataclass
+class Proc:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("HOOKAUDIT_")}
+
+
+async def run(command: str, *args: str, stdin: bytes = b"") -> Proc:
+    p = await asyncio.create_subprocess_exec(
+        *_argv(command, *args),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+        env=_env(),
+    )
+    out, err = await asyncio.wait_for(p.communicate(stdin), 60)
+    assert p.returncode is not None
+    return Proc(p.returncode, out.decode(), err.decode())
+
+
+def _gone(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our child
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def sigkill(server: NatsServer) -> None:
+    os.kill(server.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while not _gone(server.pid):
+        assert time.monotonic() < deadline, "nats-server survived SIGKILL"
+        time.sleep(0.01)
+
+
+async def stored(js: JetStreamContext, names: Names) -> list[HookEvent]:
+    try:
+        info = await js.stream_info(names.events_stream)
+    except NotFoundError:
+        return []
+    out = []
+    if info.state.messages:
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            msg = await js.get_msg(names.events_stream, seq)
+            assert msg.data is not None
+            out.append(decode_event_msgpack(msg.data))
+    return out
+
+
+async def _drop_streams(url: str, names: Names) -> None:
+    nc = await ha_nats.connect(url)
+    try:
+        js = nc.jetstream()
+        for stream in (names.events_stream, names.outcomes_stream):
+            with contextlib.suppress(NotFoundError):
+                await js.delete_stream(stream)
+    finally:
+        await nc.close()
+
+
+async def _read_back(url: str, names: Names) -> list[HookEvent]:
+    nc = await ha_nats.connect(url)
+    try:
+        return await stored(nc.jetstream(), names)
+    finally:
+        await nc.close()
+
+
+async def test_sigkill_nats_server_while_emitting_loses_and_duplicates_nothing(
+    nats_server: NatsServer, names: Names, tmp_path: Path
+) -> None:
+    n, kill_at, restart_at, parallel = 200, 60, 120, 4
+    args = ["--data-dir", str(tmp_path), "--nats", nats_server.url, "--prefix", names.prefix]
+    results: dict[int, Proc] = {}
+    spooled_while_down = 0
+    gate = asyncio.Semaphore(parallel)
+
+    async def emit_one(i: int) -> None:
+        raw = json.dumps({"hook_event_name": "PostToolUse", "session_id": f"s{i}"}).encode()
+        try:
+            results[i] = await run("emit", *args, stdin=raw)
+        finally:
+            gate.release()
+
+    tasks = []
+    try:
+        for i in range(n):
+            await gate.acquire()
+            if i == kill_at:
+                sigkill(nats_server)  # emits are in flight right now
+            if i == restart_at:
+                spooled_while_down = Spool(tmp_path).status().events
+                nats_server.start()  # same store, same port
+            tasks.append(asyncio.create_task(emit_one(i)))
+        await asyncio.gather(*tasks)
+    finally:
+        if _gone(nats_server.pid):
+            nats_server.start()
+
+    assert all((p.code, p.stdout) == (0, "") for p in results.values()), [
+        (i, p.stderr) for i, p in results.items() if p.code or p.stdout
+    ]
+    assert spooled_while_down > 0  # the kill did hit; the emits after the restart
+    # flushed some or all of the spool before publishing their own event.
+
+    flush = await run("spool", "flush", *args, "--format", "json")
+    assert flush.code == 0, flush.stderr
+    assert Spool(tmp_path).status().events == 0
+
+    try:
+        events = await _read_back(nats_server.url, names)
+    finally:
+        await _drop_streams(nats_server.url, names)
+    counts = Counter(ev.session_id for ev in events)
+    assert sorted(counts) == sorted(f"s{i}" for i in range(n))
+    assert [s for s, c in counts.items() if c != 1] == []
+    assert len({ev.id for ev in events}) == n
+
+
+def _checkpointed(spool: Spool) -> bool:
+    for offset in spool.dir.glob("batch-*.jsonl.offset"):
+        try:
+            if int(offset.read_text() or 0) > 0:
+                return True
+        except (FileNotFoundError, ValueError):
+            pass
+    return False
+
+
+async def test_flusher_killed_mid_flush_then_flushed_again(
+    nats_server: NatsServer, names: Names, tmp_path: Path
+) -> None:
+    total = 20_000
+    spool = Spool(tmp_path)
+    spool.append(new_event({"hook_event_name": "Stop", "session_id": "s0"}))
+    with open(spool.events_path, "ab") as f:  # as 20 000 appends would, without 20 000 fsyncs
+        for i in range(1, total):
+            f.write(encode_json(new_event({"hook_event_name": "Stop", "session_id": f"s{i}"})))
+            f.write(b"\n")
+    args = ["--data-dir", str(tmp_path), "--nats", nats_server.url, "--prefix", names.prefix]
+
+    p = await asyncio.create_subprocess_exec(
+        *_argv("spool", "flush", *args),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        cwd=REPO,
+        env=_env(),
+    )
+    nc = await ha_nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        deadline = time.monotonic() + 60
+        while not _checkpointed(spool):  # kill it once it has recorded some progress
+            assert time.monotonic() < deadline and p.returncode is None, "no checkpoint"
+            await asyncio.sleep(0.005)
+        p.kill()
+        await p.wait()
+        stored_before = (await js.stream_info(names.events_stream)).state.messages
+        assert 0 < stored_before < total
+
+        again = await run("spool", "flush", *args, "--format", "json")
+        assert again.code == 0, again.stderr
+        report = json.loads(again.stdout)
+        events = await stored(js, names)
+    finally:
+        await nc.close()
+        await _drop_streams(nats_server.url, names)
+
+    assert [ev.session_id for ev in events] == [f"s{i}" for i in range(total)]
+    assert report["remaining"] == 0 and spool.status().events == 0
+    # The second flush resumed from the checkpoint: it re-sent (as duplicates) only
+    # what was acked after it, not everything the first flush had published.
+    assert report["published"] + report["duplicates"] < total
+    assert report["published"] == total - stored_before
+
+
+async def test_appends_racing_flushes_lose_nothing(
+    nats_server: NatsServer, names: Names, tmp_path: Path
+) -> None:
+    # Appenders (threads, each append under flock) race a loop of flushes that rename
+    # the spool under them: every event must end up in the stream exactly once.
+    from ingest.emit import Publisher, Target
+
+    spool = Spool(tmp_path)
+    per_thread, threads = 300, 4
+
+    def append_many(t: int) -> None:
+        for i in range(per_thread):
+            spool.append(new_event({"hook_event_name": "Stop", "session_id": f"t{t}-{i}"}))
+
+    nc = await ha_nats.connect(nats_server.url)
+    try:
+        publish = Publisher(nc, Target(data_dir=tmp_path, prefix=names.prefix))
+        writers = [asyncio.to_thread(append_many, t) for t in range(threads)]
+        done = asyncio.gather(*writers)
+        flushes = 0
+        while not done.done():
+            report = await spool.flush(publish, wait_lock=5.0)
+            assert report.error is None
+            flushes += 1
+            await asyncio.sleep(0.01)
+        await done
+        report = await spool.flush(publish, wait_lock=5.0)
+        assert (report.error, report.remaining) == (None, 0)
+        events = await stored(nc.jetstream(), names)
+    finally:
+        await nc.close()
+        await _drop_streams(nats_server.url, names)
+
+    assert flushes > 1
+    counts = Counter(ev.session_id for ev in events)
+    assert len(counts) == per_thread * threads
+    assert set(counts.values()) == {1}
+    assert spool.status().events == 0
