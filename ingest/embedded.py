@@ -230,7 +230,10 @@ def _wait_ready(pid: int, ndir: Path, log: Path, offset: int, timeout: float) ->
         ready = _READY_LINE in _log_tail(log, offset, lines=1000)
         if ready and ports_file.exists():
             # Ready comes after JetStream has started and the listener is bound.
-            urls = json.loads(ports_file.read_text()).get("nats") or []
+            try:
+                urls = json.loads(ports_file.read_text()).get("nats") or []
+            except ValueError:  # the server is still writing the file
+                urls = []
             port = int(urls[0].rsplit(":", 1)[1]) if urls else 0
             if port and _accepts(port):
                 return port
@@ -274,8 +277,12 @@ def start_embedded(
         store = ndir / "store"
         log = ndir / "nats-server.log"
         offset = log.stat().st_size if log.exists() else 0
+        conf = ndir / "nats-server.conf"
+        # Hook events may be up to 8 MiB (engine.run.MAX_EVENT_BYTES); the server's
+        # default max_payload is 1 MiB.
+        conf.write_text("max_payload: 9437184\n")
         argv = [
-            binary, "-js", "-sd", str(store), "-a", _HOST,
+            binary, "-c", str(conf), "-js", "-sd", str(store), "-a", _HOST,
             "-p", str(port if port is not None else -1),
             "--pid", str(ndir / "nats-server.pid"), "--ports_file_dir", str(ndir),
         ]  # fmt: skip
