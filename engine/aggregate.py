@@ -114,7 +114,7 @@ def aggregate(
         >>> d.blocked, d.decision, d.reason
         (True, 'deny', 'no')
     """
-    ordered = sorted(results, key=lambda r: (r[0].index, r[0].identity.key()))
+    ordered = sorted(results, key=lambda r: (r[0].index, r[0].identity_key()))
     errors: list[str] = []
     context: list[str] = []
     system_messages: list[str] = []
@@ -258,6 +258,8 @@ def _enforce(
 
 def _merge_specific(event: str, ordered: list[Result], errors: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if not any(v.specific for _, v in ordered):
+        return out
     for key in _LAST_WINS:
         givers = [(inv, v) for inv, v in ordered if key in v.specific]
         if givers:

@@ -102,6 +102,8 @@ class HookVerdict:
 
 # --------------------------------------------------------------------------- building verdicts
 
+_NOOP = HookVerdict(outcome="noop")  # shared: a silent success (specific stays empty)
+
 
 def _finish(
     outcome: VerdictOutcome,
@@ -449,7 +451,7 @@ def _decode_python(inv: Invocation, raw: RawResult, es: EventSpec, profile: Prof
     """Python hooks: the returned dict is read like JSON stdout with exit code 0."""
     value: Any = raw.output
     if value is None:
-        return HookVerdict(outcome="noop")
+        return _NOOP
     if not isinstance(value, dict):
         return _error(
             "schema", f"python hook must return a dict or None, got {type(value).__name__}"
@@ -590,7 +592,7 @@ def to_hook_run(inv: Invocation, raw: RawResult, verdict: HookVerdict) -> HookRu
         decision = "deny"
     return HookRun(
         hook=inv.identity,
-        hook_id=inv.identity.key(),
+        hook_id=inv.identity_key(),
         outcome=verdict.outcome,
         exit_code=raw.exit_code,
         duration_ms=raw.duration_ms,

@@ -70,6 +70,11 @@ class Invocation:
     plugin_data: str | None = None
     allowed_http_urls: tuple[str, ...] | None = None  # Effective.allowed_http_urls
     http_env_allowlist: tuple[str, ...] | None = None  # Effective.http_env_allowlist
+    hook_id: str = ""  # identity.key(), computed once per settings by the planner
+
+    def identity_key(self) -> str:
+        """The hook's stable id (`HookIdentity.key()`), cached by the planner."""
+        return self.hook_id or self.identity.key()
 
     @property
     def name(self) -> str:

@@ -28,6 +28,7 @@ from engine.effects import Invocation, RawResult, RunHooks
 from engine.plan import Plan, plan
 from engine.records import HookRun
 from engine.sources import Effective
+from engine.decode import _NOOP
 from engine.verdict import Decision, HookVerdict, aggregate, decode, to_hook_run
 
 __all__ = ["Evaluation", "Flow", "decide", "finish"]
@@ -54,6 +55,18 @@ Flow = Generator[RunHooks, Sequence[RawResult], Evaluation]
 _EMPTY_DECISIONS: dict[tuple[str, str, str], Decision] = {}
 
 
+def _empty_decision(
+    event: str, payload: Mapping[str, Any], posture: Posture, profile: Profile
+) -> Decision:
+    key = (event, posture, profile)
+    empty = _EMPTY_DECISIONS.get(key)
+    if empty is None:
+        empty = _EMPTY_DECISIONS[key] = aggregate(
+            event, payload, [], posture=posture, profile=profile
+        )
+    return empty
+
+
 def finish(
     event: str,
     payload: Mapping[str, Any],
@@ -65,12 +78,7 @@ def finish(
 ) -> Evaluation:
     """Decode each hook's raw result and aggregate (the second half of `decide`)."""
     if not the_plan.invocations:
-        key = (event, posture, profile)
-        empty = _EMPTY_DECISIONS.get(key)
-        if empty is None:
-            empty = _EMPTY_DECISIONS[key] = aggregate(
-                event, payload, [], posture=posture, profile=profile
-            )
+        empty = _empty_decision(event, payload, posture, profile)
         return Evaluation(the_plan, (), (), empty, posture, profile)
     pairs: list[tuple[Invocation, HookVerdict]] = []
     runs: list[HookRun] = []
@@ -78,7 +86,12 @@ def finish(
         v = decode(inv, raw, profile=profile)
         pairs.append((inv, v))
         runs.append(to_hook_run(inv, raw, v))
-    decision = aggregate(event, payload, pairs, posture=posture, profile=profile)
+    if event != "WorktreeCreate" and all(v is _NOOP for _, v in pairs):
+        # Every hook stayed silent: the decision is the one with no hooks at all
+        # (WorktreeCreate excepted: hooks that give no path fail creation).
+        decision = _empty_decision(event, payload, posture, profile)
+    else:
+        decision = aggregate(event, payload, pairs, posture=posture, profile=profile)
     return Evaluation(the_plan, tuple(runs), tuple(v for _, v in pairs), decision, posture, profile)
 
 

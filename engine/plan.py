@@ -155,6 +155,7 @@ class _Prepared:
     rule: match.Rule | None
     timeout: float
     env: Mapping[str, str]
+    hook_id: str
 
 
 _Prefiltered = tuple[tuple[_Prepared, ...], tuple[Skipped, ...]]
@@ -190,7 +191,10 @@ def _prefilter(
             if entry.plugin_data:
                 env["CLAUDE_PLUGIN_DATA"] = entry.plugin_data
         timeout = default_timeout(event, h, profile)
-        kept.append(_Prepared(entry, identity_of(entry), _dedup_key(entry), rule, timeout, env))
+        identity = identity_of(entry)
+        kept.append(
+            _Prepared(entry, identity, _dedup_key(entry), rule, timeout, env, identity.key())
+        )
     return tuple(kept), tuple(skipped)
 
 
@@ -285,6 +289,7 @@ def plan(
                 entry.plugin_data,
                 eff.allowed_http_urls,
                 eff.http_env_allowlist,
+                p.hook_id,
             )
         )
     return Plan(tuple(invocations), skipped)
