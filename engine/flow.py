@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine import match
+from engine.decode import _NOOP
 from engine.effects import Invocation, RawResult, RunHooks
 from engine.plan import Plan, plan
 from engine.records import HookRun
 from engine.sources import Effective
-from engine.decode import _NOOP
 from engine.verdict import Decision, HookVerdict, aggregate, decode, to_hook_run
 
 __all__ = ["Evaluation", "Flow", "decide", "finish"]
