@@ -40,6 +40,7 @@ from engine.sources import Effective, load_sources
 from ingest.log import LogWriter
 from ingest.nats import ConnectOptions, Names, outcome_subject, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply, idempotency_key
+from ingest.pull import Puller
 
 __all__ = ["Worker", "WorkerStats"]
 
@@ -186,9 +187,8 @@ class Worker:
         try:
             js = nc.jetstream()
             await provision(js, prefix=self.names.prefix)
-            sub = await js.pull_subscribe_bind(
-                self.names.worker_consumer, stream=self.names.events_stream
-            )
+            sub = Puller(nc, self.names.events_stream, self.names.worker_consumer)
+            await sub.start()
             acks = _AckWaiter(nc)
             await acks.start()
             self.writer = self._open_log()
@@ -196,14 +196,9 @@ class Worker:
             inflight: set[asyncio.Task[None]] = set()
             try:
                 while not self.stopping.is_set():
-                    try:
-                        msgs = await sub.fetch(self.batch, timeout=0.5)
-                    except TimeoutError:
+                    msgs = await sub.fetch(self.batch, timeout=0.5)
+                    if not msgs:
                         continue
-                    except Exception as exc:  # nats-py raises its own timeout type
-                        if type(exc).__name__ in ("TimeoutError", "FetchTimeoutError"):
-                            continue
-                        raise
                     handled = await self._append(nc, msgs)
                     if handled is None:
                         continue
