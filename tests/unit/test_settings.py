@@ -242,3 +242,12 @@ def test_discovery_from_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     ]
     # home's own ~/.claude is user settings, never a project
     assert find_project_root(str(home / "x"), str(home)) is None
+
+
+def test_shipped_settings_and_policies_validate() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    files = sorted((repo / "infra").rglob("*.json"))
+    assert len(files) >= 4
+    for f in files:
+        eff = load_sources([("project", str(f))])
+        assert eff.entries, f
