@@ -22,13 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 __all__ = ["Puller"]
 
 
 class Puller:
-    """Pull batches from a durable JetStream pull consumer."""
+    """Pull batches from a durable JetStream pull consumer.
+
+    At most one pull request is outstanding: it asks for `batch` messages and
+    lingers until they are delivered or it expires. A new one is sent only when the
+    last is used up, expired or refused, so an idle worker costs one request per
+    `timeout` and a busy one a request per batch.
+    """
 
     def __init__(self, nc: Any, stream: str, consumer: str) -> None:
         self.nc = nc
@@ -36,6 +43,8 @@ class Puller:
         self.inbox = nc.new_inbox()
         self.buf: list[Any] = []
         self.signal = asyncio.Event()
+        self.remaining = 0  # messages the outstanding request may still deliver
+        self.expires_at = 0.0
         self.last_status: str | None = None
         self.sub: Any = None
 
@@ -52,8 +61,11 @@ class Puller:
         status = headers.get("Status") if headers else None
         if status and not msg.data:
             self.last_status = status
+            if status != "100":  # 404/408/409: the request is over
+                self.remaining = 0
         else:
             self.buf.append(msg)
+            self.remaining -= 1
         self.signal.set()
 
     def _take(self, limit: int) -> list[Any]:
@@ -62,34 +74,23 @@ class Puller:
             self.signal.clear()
         return out
 
-    async def _request(self, batch: int, *, no_wait: bool, expires: float | None) -> None:
-        req: dict[str, Any] = {"batch": batch}
-        if no_wait:
-            req["no_wait"] = True
-        if expires is not None:
-            req["expires"] = int(expires * 1e9)
-        self.signal.clear()
-        self.last_status = None
+    async def _request(self, batch: int, expires: float) -> None:
+        req = {"batch": batch, "expires": int(expires * 1e9)}
+        self.remaining = batch
+        self.expires_at = time.monotonic() + expires
         await self.nc.publish(self.subject, json.dumps(req).encode(), reply=self.inbox)
 
     async def fetch(self, batch: int, timeout: float) -> list[Any]:
         """Up to `batch` messages; an empty list when none arrived within `timeout`."""
-        if self.buf:
-            return self._take(batch)
-        await self._request(batch, no_wait=True, expires=None)
-        await self._wait(timeout)
-        if self.buf:
-            return self._take(batch)
-        # Nothing waiting: linger until a message arrives or the request expires.
-        await self._request(batch, no_wait=False, expires=timeout)
-        await self._wait(timeout + 0.5)
+        if self.remaining <= 0 or time.monotonic() >= self.expires_at:
+            if not self.buf:
+                self.signal.clear()
+            await self._request(batch, timeout)
+        if not self.buf:
+            try:
+                await asyncio.wait_for(self.signal.wait(), timeout)
+            except TimeoutError:
+                return []
+            if self.buf:
+                await asyncio.sleep(0)  # a burst is usually in flight: one loop turn for it
         return self._take(batch)
-
-    async def _wait(self, timeout: float) -> None:
-        try:
-            await asyncio.wait_for(self.signal.wait(), timeout)
-        except TimeoutError:
-            return
-        if self.buf:
-            # A burst is usually in flight: give the rest of it one loop turn.
-            await asyncio.sleep(0)

@@ -42,8 +42,10 @@ def settings_doc() -> dict[str, Any]:
             "PostToolUse": post,
             "PostToolUseFailure": [{"matcher": "Bash", "hooks": [cmd("fail.sh")]}],
             "UserPromptSubmit": [{"hooks": [cmd("prompt.sh")]}],
-            "SessionStart": [{"matcher": "startup", "hooks": [cmd("start.sh")]},
-                             {"matcher": "resume", "hooks": [cmd("resume.sh")]}],
+            "SessionStart": [
+                {"matcher": "startup", "hooks": [cmd("start.sh")]},
+                {"matcher": "resume", "hooks": [cmd("resume.sh")]},
+            ],
             "Stop": [{"hooks": [cmd("stop.sh")]}],
             "Notification": [{"matcher": "permission_prompt", "hooks": [cmd("notify.sh")]}],
             "PreCompact": [{"matcher": "auto", "hooks": [cmd("compact.sh")]}],
@@ -65,10 +67,20 @@ def median_us(fn: Any, n: int = 20000, rounds: int = 7) -> float:
 def main() -> None:
     eff = merge([Source("project", "s.json", parse_settings(settings_doc(), "s.json"), "/p")])
     groups = sum(len(v) for v in settings_doc()["hooks"].values())
-    nomatch = {"hook_event_name": "PreToolUse", "tool_name": "Glob", "tool_input": {"pattern": "*"},
-               "cwd": "/p", "session_id": "s"}
-    match = {"hook_event_name": "PreToolUse", "tool_name": "Bash",
-             "tool_input": {"command": "ls"}, "cwd": "/p", "session_id": "s"}
+    nomatch = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Glob",
+        "tool_input": {"pattern": "*"},
+        "cwd": "/p",
+        "session_id": "s",
+    }
+    match = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls"},
+        "cwd": "/p",
+        "session_id": "s",
+    }
     no_hooks = {"hook_event_name": "CwdChanged", "cwd": "/p", "session_id": "s"}
     raw = b"{}"
     out = {
