@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -596,15 +597,57 @@ def test_validate_agrees_with_parse_payload() -> None:
     assert validate(good)[0] == run_mod.parse_payload(good)
 
 
-async def test_event_larger_than_max_payload_is_kept_not_retried(
+async def test_two_mib_event_is_stored_by_the_embedded_server(
     nats_server: NatsServer, names: Names, js: JetStreamContext, tmp_path: Path
 ) -> None:
-    # Valid (under 8 MiB) but over the server's max_payload (1 MiB by default): no retry
-    # can ever deliver it, so it goes to spool/rejects.jsonl, not into the spool.
+    # The embedded server raises max_payload to 9 MiB: an event of a few MiB is stored.
     raw = event_json("Stop", pad="x" * (2 * 1024 * 1024))
-
     p = await run("emit", *target(nats_server, names, tmp_path), stdin=raw)
+    assert p.code == 0, p.stderr
+    [(event, _, _)] = await stored(js, names)
+    assert event.payload.encode() == raw
 
+
+async def test_event_larger_than_max_payload_is_kept_not_retried(
+    names: Names, tmp_path: Path
+) -> None:
+    # A NATS server of the operator's with the default 1 MiB max_payload: a valid
+    # 2 MiB event can never be delivered, so it goes to spool/rejects.jsonl, not
+    # into the spool where it would block every later flush.
+    from ingest.embedded import find_nats_server
+
+    port = closed_port()
+    store = tmp_path / "small-store"
+    conf = tmp_path / "small.conf"
+    conf.write_text("max_payload: 1048576\n")
+    server = subprocess.Popen(
+        [
+            find_nats_server(),
+            "-c",
+            str(conf),
+            "-js",
+            "-sd",
+            str(store),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.1):
+                break
+            await asyncio.sleep(0.05)
+        raw = event_json("Stop", pad="x" * (2 * 1024 * 1024))
+        url = f"nats://127.0.0.1:{port}"
+        args = ["--data-dir", str(tmp_path), "--nats", url, "--prefix", names.prefix]
+        p = await run("emit", *args, stdin=raw)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
     assert p.code == 0
     assert "max_payload" in p.stderr
     [reject] = [
