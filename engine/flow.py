@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -107,6 +107,7 @@ def decide(
     trusted: bool = True,
     home: str = "/root",
     sessionend_budget_ms: float | None = None,
+    once_done: Collection[tuple[str, str]] = (),
 ) -> Flow:
     """Plan, yield one `RunHooks` effect for all matched hooks, then decode and aggregate."""
     the_plan = plan(
@@ -119,6 +120,7 @@ def decide(
         trusted=trusted,
         home=home,
         sessionend_budget_ms=sessionend_budget_ms,
+        once_done=once_done,
     )
     results: Sequence[RawResult] = ()
     if the_plan.invocations:

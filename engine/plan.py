@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -213,8 +213,13 @@ def plan(
     trusted: bool = True,
     home: str = "/root",
     sessionend_budget_ms: float | None = None,
+    once_done: Collection[tuple[str, str]] = (),
 ) -> Plan:
     """The hooks that run for one event, in configuration order.
+
+    `once_done` holds (session_id, hook_id) of skill hooks with ``once: true`` that
+    already ran successfully in that session: they are removed (spec §4.2; ``once``
+    is honoured only in skill frontmatter and ignored elsewhere, as in Claude Code).
 
     `payload` is read, never copied or changed: invocations share it.
     `sessionend_budget_ms` is ``CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS`` when set.
@@ -235,7 +240,17 @@ def plan(
     cwd = cwd_value if isinstance(cwd_value, str) else ""
     skipped: tuple[Skipped, ...] = skipped_static
     kept: dict[object, _Prepared] = {}
+    session_value = payload.get("session_id")
+    session = session_value if isinstance(session_value, str) else ""
     for p in prepared:
+        if (
+            once_done
+            and p.entry.hook.once
+            and p.entry.scope == "skill"
+            and (session, p.hook_id) in once_done
+        ):
+            skipped += (Skipped(p.entry.scope, p.entry.file, p.entry.hook.type, "once"),)
+            continue
         if p.rule is not None:
             tool_name = payload.get("tool_name")
             tool_input = payload.get("tool_input")

@@ -125,6 +125,8 @@ class Engine:
         self.posture = posture
         self.home = home or str(Path.home())
         self.trusted = trusted
+        # (session_id, hook_id) of skill `once` hooks that already ran successfully.
+        self.once_done: set[tuple[str, str]] = set()
         budget = os.environ.get("CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS")
         self.sessionend_budget_ms = float(budget) if budget and budget.isdigit() else None
 
@@ -173,6 +175,7 @@ class Engine:
             trusted=self.trusted,
             home=self.home,
             sessionend_budget_ms=self.sessionend_budget_ms,
+            once_done=self.once_done,
         )
         try:
             effect: RunHooks = next(flow)
@@ -210,18 +213,21 @@ class Engine:
             trusted=self.trusted,
             home=self.home,
             sessionend_budget_ms=self.sessionend_budget_ms,
+            once_done=self.once_done,
         )
         try:
             effect = next(flow)
         except StopIteration as done:
-            return to_outcome(event, done.value, eff, replay_id=replay_id)
+            return to_outcome(event, done.value, eff, replay_id=replay_id, once_done=self.once_done)
         if all(isinstance(inv.hook, PythonHook) for inv in effect.invocations):
             quick = [self.python.call_sync(inv) for inv in effect.invocations]
             if all(r is not None for r in quick):
                 try:
                     flow.send([r for r in quick if r is not None])
                 except StopIteration as done:
-                    return to_outcome(event, done.value, eff, replay_id=replay_id)
+                    return to_outcome(
+                        event, done.value, eff, replay_id=replay_id, once_done=self.once_done
+                    )
         return self._finish_async(event, flow, effect, eff, replay_id)
 
     async def _finish_async(
@@ -237,13 +243,28 @@ class Engine:
                 results = await self.run_hooks(effect.invocations)
                 effect = flow.send(results)
         except StopIteration as done:
-            return to_outcome(event, done.value, eff, replay_id=replay_id)
+            return to_outcome(event, done.value, eff, replay_id=replay_id, once_done=self.once_done)
 
 
 def to_outcome(
-    event: HookEvent, ev: Evaluation, eff: Effective, *, replay_id: str | None = None
+    event: HookEvent,
+    ev: Evaluation,
+    eff: Effective,
+    *,
+    replay_id: str | None = None,
+    once_done: set[tuple[str, str]] | None = None,
 ) -> Outcome:
-    """Build the Outcome record of an Evaluation (hash fields are set by the log)."""
+    """Build the Outcome record of an Evaluation (hash fields are set by the log).
+
+    When `once_done` is given, skill hooks with ``once`` that succeeded are added to
+    it, so later events of the session no longer run them.
+    """
+    if once_done is not None:
+        if len(once_done) > 100_000:
+            once_done.clear()  # bounded memory; a once hook may then run once more
+        for inv, run in zip(ev.plan.invocations, ev.runs, strict=True):
+            if inv.hook.once and inv.source == "skill" and run.outcome != "error":
+                once_done.add((event.session_id, run.hook_id))
     d = ev.decision
     return Outcome(
         event=event,

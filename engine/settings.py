@@ -46,8 +46,8 @@ __all__ = [
     "parse_settings",
 ]
 
-SCOPES = ("managed", "user", "project", "local", "flag", "plugin")
-Scope = Literal["managed", "user", "project", "local", "flag", "plugin"]
+SCOPES = ("managed", "user", "project", "local", "flag", "plugin", "skill")
+Scope = Literal["managed", "user", "project", "local", "flag", "plugin", "skill"]
 
 _frozen = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, strict=True)
 

@@ -122,6 +122,7 @@ def merge(sources: Sequence[Source], *, project_dir: str | None = None) -> Effec
         by_scope.setdefault(s.scope, []).append(s)
     ordered = [s for scope in _HOOK_ORDER for s in by_scope.get(scope, [])]
     ordered += by_scope.get("plugin", [])
+    ordered += by_scope.get("skill", [])
     entries: dict[str, list[Entry]] = {}
     order = 0
     sessionend_max: float | None = None
@@ -144,7 +145,11 @@ def merge(sources: Sequence[Source], *, project_dir: str | None = None) -> Effec
                         )
                     )
                     order += 1
-                    if event == "SessionEnd" and s.scope != "plugin" and h.timeout is not None:
+                    if (
+                        event == "SessionEnd"
+                        and s.scope not in ("plugin", "skill")
+                        and h.timeout is not None
+                    ):
                         sessionend_max = max(sessionend_max or 0.0, h.timeout)
 
     def scalar(scopes: Iterable[str]) -> bool | None:
@@ -225,7 +230,9 @@ def load_sources(
     """Load ``(scope, path)`` pairs and merge them.
 
     A plugin is given as its root directory or its ``hooks/hooks.json``;
-    ``${CLAUDE_PLUGIN_ROOT}`` then expands to that root.
+    ``${CLAUDE_PLUGIN_ROOT}`` then expands to that root. A skill is given as a JSON
+    file holding its frontmatter's ``hooks`` block (same shape as settings); the
+    skill's directory is its root, and only there is ``once`` honoured.
     """
     warnings: list[str] = []
     sources: list[Source] = []
@@ -244,6 +251,10 @@ def load_sources(
             )
             continue
         sf = load_file(path, strict=strict, warnings=warnings)
+        if scope == "skill":
+            root = path.resolve().parent
+            sources.append(Source("skill", str(path), sf, str(root), str(root), None))
+            continue
         if scope != "managed" and sf.allowManagedHooksOnly:
             warnings.append(f"{path}: allowManagedHooksOnly is honoured in managed settings only")
         sources.append(Source(scope, str(path), sf, _base_dir(scope, path, project_dir)))
