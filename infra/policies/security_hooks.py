@@ -127,3 +127,11 @@ def post_write_note(event: dict[str, Any]) -> dict[str, Any] | None:
             }
         }
     return None
+
+
+def web_deny_unlisted(event: dict[str, Any]) -> dict[str, Any] | None:
+    """Deny (rather than ask) fetches from domains outside the allowlist."""
+    asked = web_guard(event)
+    if asked is None:
+        return None
+    return _deny(asked["hookSpecificOutput"]["permissionDecisionReason"].replace(": confirm", ""))
