@@ -153,6 +153,7 @@ def _cmdline(pid: int) -> list[str] | None:
         try:
             # The state follows the parenthesised command name, which may hold spaces.
             if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                _reap(pid)  # it died since the first look: collect it if it is ours
                 return None
             raw = (proc / "cmdline").read_bytes()
         except (FileNotFoundError, ProcessLookupError, IndexError):
