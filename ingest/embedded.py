@@ -139,10 +139,21 @@ def _write_record(ndir: Path, server: EmbeddedServer) -> None:
     os.replace(tmp, ndir / "server.json")
 
 
-def _reap(pid: int) -> None:
-    """Collect `pid` if it is our exited child, so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+def _reap(pid: int, wait: float = 0.0) -> None:
+    """Collect `pid` if it is our exited child, so it does not linger as a zombie.
+
+    With `wait`, keep trying that long: a process seen exiting (empty cmdline, state
+    X) becomes reapable a moment later.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return  # not our child (or already collected)
+        if done or time.monotonic() >= deadline:
+            return
+        time.sleep(0.005)
 
 
 def _cmdline(pid: int) -> list[str] | None:
@@ -253,6 +264,7 @@ def _terminate(pid: int, grace: float) -> None:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if _cmdline(pid) is None:
+                _reap(pid, wait=1.0)
                 return
             time.sleep(0.02)
     raise Unavailable(f"{_BINARY} (pid {pid}) survived SIGKILL")
