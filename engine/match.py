@@ -353,9 +353,7 @@ def if_matches(
         return rule.tool == name
     if name == "Bash" or (name == "PowerShell" and current):
         command, ps = tool_input.get("command"), name == "PowerShell"
-        return isinstance(command, str) and shellwords.command_matches(
-            content, command, powershell=ps, current=current
-        )
+        return isinstance(command, str) and _command_matches(content, command, ps, current)
     if name in _PATH_FIELDS:
         if not current and name in ("Glob", "Grep"):
             value = tool_input.get("pattern")  # legacy tests the pattern, not a path
@@ -368,6 +366,18 @@ def if_matches(
             return shellwords.wildcard(content.strip(), path)
         return _path_matches(content, path, cwd, home, source_root or cwd)
     return name == "WebFetch" and current and _domain_matches(content, tool_input.get("url"))
+
+
+def _command_matches(content: str, command: str, powershell: bool, current: bool) -> bool:
+    """shellwords.command_matches, memoised: agents repeat the same commands a lot."""
+    if len(command) > 4096:  # huge commands are not pinned in the cache
+        return shellwords.command_matches(content, command, powershell=powershell, current=current)
+    return _command_matches_cached(content, command, powershell, current)
+
+
+@functools.lru_cache(maxsize=16384)
+def _command_matches_cached(content: str, command: str, powershell: bool, current: bool) -> bool:
+    return shellwords.command_matches(content, command, powershell=powershell, current=current)
 
 
 def _mcp_server_rule(rule_tool: str, name: str) -> bool:

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ingest.cli:worker_cmd",
         "Consume events, evaluate, append to the log, ack, answer.",
     ),
+    "replay": ("replay.cli:replay_cmd", "Re-evaluate history with other settings and report what would change."),
     "serve": (
         "ingest.cli_serve:serve_cmd",
         "HTTP gateway for Claude Code http hooks: POST the hook input, get the decision.",
