@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ingest.cli:worker_cmd",
         "Consume events, evaluate, append to the log, ack, answer.",
     ),
+    "query": ("queries.cli:query_cmd", "Run a named security query over the whole history (DuckDB)."),
+    "sql": ("queries.cli:sql_cmd", "Run read-only SQL over the history's views (DuckDB)."),
     "replay": ("replay.cli:replay_cmd", "Re-evaluate history with other settings and report what would change."),
     "serve": (
         "ingest.cli_serve:serve_cmd",

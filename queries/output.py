@@ -1,0 +1,244 @@
+"""Output formats of `hookaudit query` and `hookaudit sql`: table, json, jsonl, csv, parquet.
+
+Rules of this file:
+- One decorator, `output_options`, gives a command `--format` and `--output`; one function,
+  `write_result`, writes any `Rows` in the chosen format. No duckdb here: a result is a list of
+  (column, DuckDB type name) and batches of row tuples (`queries.db.Result`).
+- `table` is for people (rich, in the terminal's width); the others are for machines.
+  `json` is one JSON list of row objects, `jsonl` one object a line; timestamps are
+  ISO-8601 in UTC, JSON-typed columns are embedded as JSON values, decimals are numbers,
+  intervals ISO-8601 durations, blobs base64. In `csv`, lists and structs are JSON text,
+  intervals seconds and blobs hex.
+- Rows are streamed in batches, so a large result never sits in memory twice (`table`, which
+  must measure its columns, stops at `--max-rows` and says so on stderr).
+
+Example:
+    >>> write_result(rows, "json", None)
+    [{"n": 3}]
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from typing import IO, Any, Protocol, TypeVar
+
+import click
+import msgspec
+
+__all__ = ["FORMATS", "Rows", "output_options", "render_value", "write_result"]
+
+FORMATS = ("table", "json", "jsonl", "csv", "parquet")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Rows(Protocol):
+    """What `write_result` needs from a query result (`queries.db.Result` is one)."""
+
+    columns: list[tuple[str, str]]
+
+    def batches(self, size: int = ...) -> Iterator[list[tuple[Any, ...]]]: ...
+
+    def arrow(self) -> Any: ...
+
+
+def output_options(f: F) -> F:
+    """--format table|json|jsonl|csv|parquet, --output FILE and --max-rows (shared)."""
+    opts = [
+        click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(FORMATS),
+            default="table",
+            show_default=True,
+            help="table for people; json (a list of row objects), jsonl, csv, parquet for machines.",
+        ),
+        click.option(
+            "--output",
+            "-o",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write to this file instead of stdout (required for parquet).",
+        ),
+        click.option(
+            "--max-rows",
+            type=int,
+            default=1000,
+            show_default=True,
+            help="Rows shown by --format table (the other formats write every row).",
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+_encoder = msgspec.json.Encoder(decimal_format="number")
+_json_value = msgspec.json.Decoder()
+
+
+def _jsonable(kind: str) -> Callable[[Any], Any]:
+    """How a value of this DuckDB type goes into JSON (msgspec encodes the rest natively)."""
+    if kind == "JSON":
+
+        def parse(v: Any) -> Any:
+            if not isinstance(v, str):
+                return v
+            try:
+                return _json_value.decode(v)
+            except msgspec.DecodeError:
+                return v
+
+        return parse
+    return lambda v: v
+
+
+def _rows_as_dicts(rows: Rows) -> Iterator[list[dict[str, Any]]]:
+    names = [c for c, _ in rows.columns]
+    conv = [_jsonable(t) for _, t in rows.columns]
+    for batch in rows.batches():
+        yield [
+            {n: (None if v is None else f(v)) for n, f, v in zip(names, conv, row, strict=True)}
+            for row in batch
+        ]
+
+
+def _write_json(rows: Rows, out: IO[bytes]) -> int:
+    n = 0
+    out.write(b"[")
+    for batch in _rows_as_dicts(rows):
+        for obj in batch:
+            out.write(b"\n" if n == 0 else b",\n")
+            out.write(_encoder.encode(obj))
+            n += 1
+    out.write(b"\n]\n" if n else b"]\n")
+    return n
+
+
+def _write_jsonl(rows: Rows, out: IO[bytes]) -> int:
+    n = 0
+    for batch in _rows_as_dicts(rows):
+        for obj in batch:
+            out.write(_encoder.encode(obj) + b"\n")
+            n += 1
+    return n
+
+
+def _csv_value(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, datetime | date | time):
+        return v.isoformat()
+    if isinstance(v, timedelta):
+        return v.total_seconds()
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, list | dict | tuple):
+        return _encoder.encode(v).decode()
+    return v
+
+
+def _write_csv(rows: Rows, out: IO[bytes]) -> int:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([c for c, _ in rows.columns])
+    n = 0
+    for batch in rows.batches():
+        w.writerows([_csv_value(v) for v in row] for row in batch)
+        n += len(batch)
+        out.write(buf.getvalue().encode())
+        buf.seek(0)
+        buf.truncate()
+    out.write(buf.getvalue().encode())
+    return n
+
+
+def render_value(v: Any) -> str:
+    """A value as a table cell: short timestamps, trimmed floats, compact JSON.
+
+    Example:
+        >>> render_value(0.0058890001)
+        '0.005889'
+    """
+    if v is None:
+        return ""
+    if isinstance(v, datetime):
+        text = v.isoformat(sep=" ", timespec="milliseconds")
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:,.1f}" if abs(v) >= 1000 else f"{v:.4g}"
+    if isinstance(v, list | dict | tuple):
+        return _encoder.encode(v).decode()
+    return str(v)
+
+
+def _write_table(rows: Rows, out: IO[bytes], max_rows: int, to_terminal: bool) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False, header_style="bold", pad_edge=False)
+    for name, kind in rows.columns:
+        numeric = kind in ("BIGINT", "INTEGER", "DOUBLE", "HUGEINT", "FLOAT", "SMALLINT", "UBIGINT")
+        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+    n = shown = 0
+    for batch in rows.batches():
+        for row in batch:
+            if shown < max_rows:
+                table.add_row(*(Text(render_value(v)) for v in row))  # never markup
+                shown += 1
+            n += 1
+    width = shutil.get_terminal_size((200, 24)).columns if to_terminal else 200
+    text = io.StringIO()
+    console = Console(file=text, width=width, force_terminal=to_terminal, no_color=not to_terminal)
+    console.print(table)
+    out.write(text.getvalue().encode())
+    if n > shown:
+        click.echo(
+            f"hookaudit: showing {shown} of {n} rows (--max-rows, or --format jsonl for all)",
+            err=True,
+        )
+    return n
+
+
+def write_result(rows: Rows, fmt: str, output: Path | None, *, max_rows: int = 1000) -> int:
+    """Write `rows` to `output` (stdout when None) in `fmt`; return the number of rows.
+
+    Parquet needs `output`. Raises click.UsageError for that, and the result's own error
+    (QueryError) when the query fails while rows are read.
+
+    Example:
+        >>> write_result(rows, "jsonl", Path("out.jsonl"))
+        3
+    """
+    if fmt == "parquet":
+        if output is None:
+            raise click.UsageError("--format parquet needs --output FILE")
+        import pyarrow.parquet as pq
+
+        table = rows.arrow()
+        pq.write_table(table, output, compression="zstd")
+        return int(table.num_rows)
+    target = open(output, "wb") if output is not None else sys.stdout.buffer  # noqa: SIM115
+    try:
+        if fmt == "json":
+            return _write_json(rows, target)
+        if fmt == "jsonl":
+            return _write_jsonl(rows, target)
+        if fmt == "csv":
+            return _write_csv(rows, target)
+        return _write_table(rows, target, max_rows, output is None and sys.stdout.isatty())
+    finally:
+        if output is not None:
+            target.close()
+        else:
+            target.flush()

@@ -1,0 +1,202 @@
+"""Who answers each hook of a replayed event: the log, this process, the sandbox, or nobody.
+
+Rules of this file:
+- One table, applied hook by hook (`Answers.answer`):
+
+  =========================  ===============================================================
+  hook                       answered by
+  =========================  ===============================================================
+  python                     run in-process: deterministic, and its code is not part of its
+                             identity, so a recorded answer could hide an edited policy
+  command, http              the log (`RecordedExecutor`) when the same hook ran for the
+                             event and ``reuse="unchanged"``; else by ``exec``: ``sandbox``
+                             (commands in `SandboxExecutor`; http hooks, which send the event
+                             away, are not evaluated), ``allow`` (the engine's executors, as
+                             a worker runs them), ``deny`` (not evaluated)
+  mcp_tool, unknown types    the log when reused, else as a worker answers them (no executor)
+  prompt, agent              the log when ``llm="recorded"`` (a new prompt is not evaluated:
+                             that needs ``live``); ``live`` asks the model again; with
+                             ``samples=N`` it asks N times, keeps the majority verdict and
+                             counts how often the samples disagree
+  =========================  ===============================================================
+
+- Each answer is recorded in ``how`` as (hook_id, "reused" | "executed" | "not_evaluated"),
+  which the job turns into per-hook counts.
+- Executors are created on first use and closed by `aclose`; given ones (tests, callers
+  with their own model client) replace the default of their hook type.
+
+Example:
+    >>> Policy().describe()
+    {'reuse': 'unchanged', 'exec': 'sandbox', 'llm': 'recorded', 'posture': None}
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from engine.effects import Executor, Invocation, RawResult
+from engine.executors.python import PythonExecutor
+from engine.run import MissingExecutor
+from engine.verdict import decode
+from replay.recorded import RecordedExecutor, identity_key
+from replay.select import Selected
+
+if TYPE_CHECKING:
+    from replay.sandbox import SandboxExecutor
+
+__all__ = ["Answers", "How", "Policy"]
+
+Posture = Literal["compat", "enforcing"]
+Profile = Literal["current", "legacy"]
+How = list[tuple[str, str]]  # (hook_id, "reused" | "executed" | "not_evaluated")
+_LLM_TYPES = frozenset({"prompt", "agent"})
+_EXEC_TYPES = frozenset({"command", "http"})
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How hooks are answered (the module table) and what a replay stores."""
+
+    reuse: Literal["unchanged", "none"] = "unchanged"
+    exec: Literal["sandbox", "allow", "deny"] = "sandbox"
+    llm: Literal["recorded", "live"] = "recorded"
+    samples: int = 1
+    posture: Posture | None = None
+    store: Literal["changed", "all", "none"] = "changed"
+
+    def describe(self) -> dict[str, Any]:
+        """The policy as it enters the replay digest (``store`` does not change results)."""
+        llm = f"samples={self.samples}" if self.samples > 1 else self.llm
+        return {"reuse": self.reuse, "exec": self.exec, "llm": llm, "posture": self.posture}
+
+
+class Answers:
+    """Answers the hooks of replayed events according to a Policy."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        workdir: str | None = None,
+        executors: dict[str, Executor] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.workdir = workdir
+        self.python = PythonExecutor()
+        self.missing = MissingExecutor()
+        self.llm_stats: dict[str, Counter[str]] = {}
+        self.sandbox: str | None = None
+        self.spawned = 0
+        self._given = dict(executors or {})
+        self._executors: dict[str, Executor] = {}
+        self._sandbox: SandboxExecutor | None = None
+
+    def executor(self, kind: str) -> Executor:
+        """The executor of a hook type (created on first use)."""
+        ex = self._executors.get(kind)
+        if ex is None:
+            ex = self._executors[kind] = self._given.get(kind) or self._make(kind)
+        return ex
+
+    def _make(self, kind: str) -> Executor:
+        if kind == "command" and self.policy.exec == "sandbox":
+            from replay.sandbox import SandboxExecutor
+
+            sandbox = self._sandbox = SandboxExecutor()
+            return sandbox
+        if kind == "command":
+            from engine.executors.command import CommandExecutor
+
+            return CommandExecutor(workdir=self.workdir)
+        if kind == "http":
+            from engine.executors.http import HttpExecutor
+
+            return HttpExecutor()
+        if kind == "agent":
+            return self.executor("prompt")  # one model client for both
+        if kind == "prompt":
+            from engine.executors.llm import LlmExecutor
+
+            return LlmExecutor()
+        return self.missing
+
+    async def aclose(self) -> None:
+        """Close the executors this object created; count the sandbox's spawns."""
+        if self._sandbox is not None and self._sandbox.spawned:
+            self.sandbox = self._sandbox.network  # reported only when hooks ran in it
+        for ex in {id(e): e for e in self._executors.values()}.values():
+            spawned = getattr(ex, "spawned", None)
+            if isinstance(spawned, int):
+                self.spawned += spawned
+            if any(ex is g for g in self._given.values()):
+                continue
+            close: Callable[[], Coroutine[Any, Any, None]] | None = getattr(ex, "aclose", None)
+            if close is not None:
+                await close()
+        self._executors.clear()
+
+    def answer(
+        self, sel: Selected, inv: Invocation, rec: list[RecordedExecutor | None], how: How
+    ) -> RawResult | Coroutine[Any, Any, RawResult] | None:
+        """An answer now, a coroutine that answers, or None: not evaluated.
+
+        `rec` holds the event's RecordedExecutor, made on first need (it decodes the
+        stored runs, which events answered without the log never pay for).
+        """
+        kind = inv.identity.type
+        hid = identity_key(inv.identity)
+        if kind == "python":
+            how.append((hid, "executed"))
+            quick = self.python.call_sync(inv)
+            return quick if quick is not None else self.python.run(inv)
+        llm = kind in _LLM_TYPES
+        if self.policy.llm == "recorded" if llm else self.policy.reuse == "unchanged":
+            recorded = rec[0]
+            if recorded is None:
+                profile: Profile = "legacy" if sel.base.profile == "legacy" else "current"
+                recorded = rec[0] = RecordedExecutor(sel.runs(), profile=profile)
+            found = recorded.answer(inv)
+            if found is not None:
+                how.append((hid, "reused"))
+                return found
+            if llm:
+                how.append((hid, "not_evaluated"))
+                return None
+        if llm:
+            how.append((hid, "executed"))
+            return self._ask(inv)
+        if kind not in _EXEC_TYPES:
+            how.append((hid, "executed"))
+            return self.missing.run(inv)
+        if self.policy.exec == "deny" or (self.policy.exec == "sandbox" and kind == "http"):
+            how.append((hid, "not_evaluated"))
+            return None
+        how.append((hid, "executed"))
+        if self.policy.exec == "allow":
+            env_file = inv.env.get("CLAUDE_ENV_FILE")
+            if env_file:  # as `Engine.run_hooks` does before running hooks
+                Path(env_file).parent.mkdir(parents=True, exist_ok=True)
+        return self.executor(kind).run(inv)
+
+    async def _ask(self, inv: Invocation) -> RawResult:
+        """Ask an LLM hook once, or `samples` times and keep the majority verdict."""
+        ex = self.executor(inv.identity.type)
+        n = max(1, self.policy.samples)
+        if n == 1:
+            return await ex.run(inv)
+        answers = await asyncio.gather(*(ex.run(inv) for _ in range(n)))
+        verdicts = [decode(inv, a).outcome for a in answers]
+        counts = Counter(verdicts)
+        top = max(counts.values())
+        winner = next(v for v in verdicts if counts[v] == top)  # ties: the earliest sample
+        stats = self.llm_stats.setdefault(identity_key(inv.identity), Counter())
+        stats["asked"] += 1
+        stats["samples"] += n
+        stats["unstable"] += len(counts) > 1
+        stats["minority"] += n - top
+        return answers[verdicts.index(winner)]

@@ -1,0 +1,357 @@
+"""Drive the engine's decision flow over selected history: one replay job.
+
+Rules of this file:
+- The decision is `engine.flow.decide`'s, the same generator live workers run; this
+  module only answers its `RunHooks` effect, through `replay.answers` (the policy table:
+  the log, this process, the sandbox or nobody), and compares the result.
+- An event with a hook that is not evaluated gets no decision: it is counted apart and
+  never compared.
+- The posture is the candidate settings' for the event when they set one, else the
+  recorded one (`Policy.posture` overrides both); the profile is the recorded one.
+- Events whose hooks all answer inline are finished without the event loop; the others
+  run as tasks, at most `concurrency` events at a time per job.
+- A job owns whole sessions (`select.session_part`) and returns a `JobResult`, which
+  pickles: `replay.run` merges the jobs' results.
+
+Example:
+    >>> Request("d", (("project", "s.json"),), "r1").policy.exec
+    'sandbox'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import multiprocessing
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from engine.effects import Executor, RawResult, RunHooks
+from engine.flow import Evaluation, Flow, decide
+from engine.records import HookRun, encode_msgpack
+from engine.run import to_outcome
+from engine.sources import Effective, load_sources
+from replay.answers import Answers, How, Policy
+from replay.diff import attribute, compare, event_label, hook_meta
+from replay.recorded import RecordedExecutor
+from replay.select import BaseRecord, ChainPosition, Selected, Selection, select
+from replay.tally import Row, Summary, Tally
+
+__all__ = ["JobResult", "Policy", "Request", "progress_counter", "run_job"]
+
+Posture = Literal["compat", "enforcing"]
+Profile = Literal["current", "legacy"]
+_EMPTY: dict[str, Any] = {}
+# Events read so far, in shared memory that forked job processes inherit (for progress
+# lines; a lost update between two jobs only makes a progress line a little low).
+PROGRESS: Any = None
+
+
+def progress_counter() -> Any:
+    """The shared count of events read (created on first use; None where unavailable)."""
+    global PROGRESS
+    if PROGRESS is None:
+        try:
+            PROGRESS = multiprocessing.RawValue("q", 0)
+        except OSError:  # no shared memory here: no progress lines
+            return None
+    return PROGRESS
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Everything a job needs; it pickles, so jobs in other processes get it whole."""
+
+    data_dir: str
+    candidate: tuple[tuple[str, str], ...]
+    replay_id: str
+    baseline: tuple[tuple[str, str], ...] | None = None
+    selection: Selection = field(default_factory=Selection)
+    policy: Policy = field(default_factory=Policy)
+    jobs: int = 1
+    concurrency: int = 32
+    project_dir: str | None = None
+    home: str = field(default_factory=lambda: str(Path.home()))
+
+
+@dataclass
+class JobResult:
+    """What one job found: counts, rows, the inputs it read, the outcomes to store."""
+
+    summary: Summary
+    chains: dict[str, ChainPosition] = field(default_factory=dict)
+    first_us: int | None = None
+    last_us: int | None = None
+    outcomes: list[bytes] = field(default_factory=list)
+    sandbox: str | None = None
+    spawned: int = 0
+
+
+class _NotEvaluated:
+    """An event one of whose hooks the policy does not let run."""
+
+    __slots__ = ("hooks",)
+
+    def __init__(self, hooks: list[str]) -> None:
+        self.hooks = hooks
+
+
+_Result = Evaluation | _NotEvaluated
+
+
+class Job:
+    """Evaluates the selected events of one session partition."""
+
+    def __init__(
+        self,
+        req: Request,
+        part: int,
+        *,
+        executors: dict[str, Executor] | None = None,
+    ) -> None:
+        self.req = req
+        self.part = part
+        self.policy = req.policy
+        self.cand = load_sources(req.candidate, project_dir=req.project_dir)
+        self.base = (
+            load_sources(req.baseline, project_dir=req.project_dir) if req.baseline else None
+        )
+        self.answers = Answers(req.policy, workdir=req.project_dir, executors=executors)
+        self.tally = Tally()
+        self.result = JobResult(self.tally.summary)
+        self._chains: dict[str, tuple[int, str]] = {}
+        self._stored: dict[str, list[bytes]] = {}  # event id -> replayed outcomes to append
+        _Ctx = tuple[Posture, Profile, Evaluation | None]
+        self._contexts: dict[int, dict[tuple[str, str, str], _Ctx]] = {
+            id(self.cand): {},
+            id(self.base): {},
+        }
+
+    def _evaluate(
+        self, sel: Selected, eff: Effective, how: How
+    ) -> _Result | Coroutine[Any, Any, _Result]:
+        b = sel.base
+        ev = b.event
+        cache = self._contexts[id(eff)]
+        ctx = cache.get((ev.event, b.posture, b.profile))
+        if ctx is None:
+            ctx = cache[ev.event, b.posture, b.profile] = self._context(eff, ev.event, b)
+        posture, profile, quiet = ctx
+        if quiet is not None:  # no hook for this event: the decision is always the same
+            return quiet
+        flow = decide(
+            ev.event, sel.payload(), ev.payload.encode(), eff,
+            posture=posture, profile=profile, home=self.req.home,
+        )  # fmt: skip
+        try:
+            effect = next(flow)
+        except StopIteration as done:
+            evaluation: Evaluation = done.value
+            return evaluation
+        rec: list[RecordedExecutor | None] = [None]
+        answer = self.answers.answer
+        answers: list[Any] = [answer(sel, inv, rec, how) for inv in effect.invocations]
+        inline = True
+        for a in answers:
+            if a is None:  # a hook the policy does not let run: no decision
+                for other in answers:
+                    if asyncio.iscoroutine(other):
+                        other.close()
+                return _NotEvaluated([hid for hid, h in how if h == "not_evaluated"])
+            if type(a) is not RawResult:
+                inline = False
+        if inline:
+            try:
+                flow.send(answers)
+            except StopIteration as done:
+                evaluation = done.value
+                return evaluation
+            raise RuntimeError("the decision flow asked for a second round of hooks")
+        return self._finish(flow, effect, answers)
+
+    async def _finish(self, flow: Flow, effect: RunHooks, answers: list[Any]) -> _Result:
+        pending = [i for i, a in enumerate(answers) if not isinstance(a, RawResult)]
+        done = await asyncio.gather(*(answers[i] for i in pending))
+        for i, res in zip(pending, done, strict=True):
+            answers[i] = res
+        try:
+            flow.send(answers)
+        except StopIteration as stop:
+            evaluation: Evaluation = stop.value
+            return evaluation
+        raise RuntimeError("the decision flow asked for a second round of hooks")
+
+    def _context(
+        self, eff: Effective, event: str, b: BaseRecord
+    ) -> tuple[Posture, Profile, Evaluation | None]:
+        """Posture and profile for an event, and its decision when no hook can run for it."""
+        p = self.policy.posture or eff.posture.get(event) or eff.posture.get("*") or b.posture
+        posture: Posture = "enforcing" if p == "enforcing" else "compat"
+        profile: Profile = "legacy" if b.profile == "legacy" else "current"
+        quiet = None
+        if not eff.has_hooks(event):
+            quiet = _run_inline(decide(event, _EMPTY, b"", eff, posture=posture, profile=profile))
+        return posture, profile, quiet
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _inputs(self, sel: Selected) -> int:
+        b = sel.base
+        r = self.result
+        self._chains[b.worker] = (b.seq, b.hash)  # records come in (worker, seq) order
+        ts_us = int(b.event.ts.timestamp() * 1_000_000)
+        if r.first_us is None or ts_us < r.first_us:
+            r.first_us = ts_us
+        if r.last_us is None or ts_us > r.last_us:
+            r.last_us = ts_us
+        self.tally.summary.selected += 1
+        return ts_us
+
+    def _count_runs(self, runs: Sequence[HookRun], how: How) -> None:
+        t = self.tally
+        for item in how:
+            t.answers[item] += 1
+        for run in runs:
+            hid = run.hook_id
+            t.runs[hid, run.outcome == "error"] += 1
+            if hid not in t.meta:
+                t.meta[hid] = hook_meta(run)
+
+    def conclude(
+        self, sel: Selected, ts_us: int, cand: _Result, base: _Result | None, how: How
+    ) -> None:
+        """Compare one event's candidate decision with its baseline and count it."""
+        ev = sel.base.event
+        if isinstance(cand, _NotEvaluated) or isinstance(base, _NotEvaluated):
+            self._count_runs((), how)
+            self.tally.not_evaluated()
+            return
+        if how or cand.runs:
+            self._count_runs(cand.runs, how)
+        self.tally.events_seen(ev.user, ts_us)
+        change = compare(sel.base if base is None else base.decision, cand.decision)
+        row: Row | None = None
+        if change is not None:
+            base_runs = sel.runs() if base is None else list(base.runs)
+            hooks = attribute(base_runs, cand.runs, change)
+            for run in base_runs:
+                if run.hook_id in hooks and run.hook_id not in self.tally.meta:
+                    self.tally.meta[run.hook_id] = hook_meta(run)
+            base_reason = sel.base.reason if base is None else base.decision.reason
+            row = Row(
+                ev.id, ts_us, ev.session_id, ev.user, ev.host, ev.event, ev.tool_name,
+                event_label(ev, sel.payload()), change.baseline, change.candidate, change.transition,
+                change.kinds, hooks, change.behavioural,
+                baseline_reason=base_reason, candidate_reason=cand.decision.reason,
+            )  # fmt: skip
+        self.tally.add(ev.session_id, ts_us, ev.id, row)
+        store = self.policy.store
+        if store == "all" or (store == "changed" and row is not None):
+            rid = self.req.replay_id
+            kept = [encode_msgpack(to_outcome(ev, cand, self.cand, replay_id=rid))]
+            if base is not None and self.base is not None:
+                kept.append(encode_msgpack(to_outcome(ev, base, self.base, replay_id=rid)))
+            self._stored[ev.id] = kept
+
+    def process(self, sel: Selected) -> Coroutine[Any, Any, None] | None:
+        """Evaluate one event: done inline (None), or a coroutine finishing it."""
+        ts_us = self._inputs(sel)
+        how: How = []
+        cand = self._evaluate(sel, self.cand, how)
+        base = self._evaluate(sel, self.base, []) if self.base is not None else None
+        if (type(cand) is Evaluation or type(cand) is _NotEvaluated) and (
+            base is None or type(base) is Evaluation or type(base) is _NotEvaluated
+        ):
+            self.conclude(sel, ts_us, cand, base, how)
+            return None
+        return self._conclude_later(sel, ts_us, cand, base, how)
+
+    async def _conclude_later(
+        self, sel: Selected, ts_us: int, cand: Any, base: Any, how: How
+    ) -> None:
+        c = await cand if asyncio.iscoroutine(cand) else cand
+        b = await base if asyncio.iscoroutine(base) else base
+        self.conclude(sel, ts_us, c, b, how)
+
+    async def run(self) -> JobResult:
+        """Evaluate every selected event of this job's sessions."""
+        req = self.req
+        limit = asyncio.Semaphore(max(1, req.concurrency))
+        inflight: set[asyncio.Task[None]] = set()
+        failures: list[BaseException] = []
+
+        def finished(task: asyncio.Task[None]) -> None:
+            inflight.discard(task)
+            limit.release()
+            exc = None if task.cancelled() else task.exception()
+            if exc is not None:
+                failures.append(exc)
+
+        try:
+            for n, sel in enumerate(
+                select(req.data_dir, req.selection, part=(self.part, req.jobs))
+            ):
+                if not n & 16383 and n and PROGRESS is not None:
+                    PROGRESS.value += 16384
+                later = self.process(sel)
+                if later is None:
+                    if inflight and not n & 63:
+                        await asyncio.sleep(0)  # let running hooks make progress
+                    continue
+                await limit.acquire()
+                if failures:
+                    later.close()
+                    break
+                task = asyncio.create_task(later)
+                inflight.add(task)
+                task.add_done_callback(finished)
+            if inflight:
+                await asyncio.wait(set(inflight))
+            if failures:
+                raise failures[0]
+        finally:
+            await self.answers.aclose()
+        self.result.sandbox = self.answers.sandbox
+        self.result.spawned = self.answers.spawned
+        self.tally.summary.llm.update(self.answers.llm_stats)
+        summary = self.tally.close()
+        if self.policy.store == "changed":  # a counterfactual event would not have happened
+            for row in summary.rows:
+                if row.counterfactual:
+                    self._stored.pop(row.event_id, None)
+        self.result.outcomes = [b for kept in self._stored.values() for b in kept]
+        self._stored.clear()
+        self.result.chains = {w: ChainPosition(q, h) for w, (q, h) in self._chains.items()}
+        return self.result
+
+
+def _run_inline(flow: Flow) -> Evaluation:
+    """Finish a flow that needs no hook (the planner found none)."""
+    try:
+        next(flow)
+    except StopIteration as done:
+        evaluation: Evaluation = done.value
+        return evaluation
+    raise RuntimeError("a flow without hooks asked to run hooks")
+
+
+def run_job(req: Request, part: int, executors: dict[str, Executor] | None = None) -> JobResult:
+    """Run one job to completion in this process (the target of `--jobs` processes).
+
+    Example:
+        >>> import tempfile
+        >>> from engine.records import uuid7
+        >>> d = tempfile.mkdtemp()
+        >>> from pathlib import Path
+        >>> Path(d, "s.json").write_text("{}")
+        2
+        >>> run_job(Request(d, (("project", f"{d}/s.json"),), uuid7()), 0).summary.events
+        0
+    """
+    threshold = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)  # a job keeps many small objects alive: collect rarely
+    try:
+        return asyncio.run(Job(req, part, executors=executors).run())
+    finally:
+        gc.set_threshold(*threshold)

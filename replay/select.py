@@ -1,0 +1,386 @@
+"""Select the historical events a replay re-evaluates, straight from the append-only log.
+
+Rules of this file:
+- The log is found and read through `ingest.log` (`segments`, `iter_raw_lines`); a sealed
+  segment's flat columns (`ingest.logverify.SCHEMA`) are used, when present, to skip
+  records before decoding them: a row group whose ``ts`` statistics lie outside the time
+  range is not read at all, and the ``record`` column is only read for row groups with a
+  selected row. Records are handed out as memoryviews of the Arrow buffer (no copies).
+  Nothing here writes.
+- An unreadable record is skipped with a warning (`hookaudit verify` names it).
+- A baseline is a live outcome (``replay_id`` is null). An event stored twice (a
+  re-delivery appended by two workers) is selected once: the first copy in log order
+  (worker, then seq), so the same log always gives the same selection.
+- `part=(k, n)` keeps the sessions whose `session_part(session_id, n) == k`: parallel
+  replay jobs partition by session, so each job sees whole sessions.
+- Records are decoded lazily: `Selected.base` holds the decision fields only (cheap);
+  `Selected.outcome()` decodes the whole record, runs included, when a job needs them.
+
+Example:
+    >>> sel = Selection(since=parse_when("2026-03-01"), event=("PreToolUse",))
+    >>> sel.matches_ts(parse_when("2026-03-02").timestamp() * 1e6)
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile  # noqa: F401  (docstring examples)
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from engine.records import ENGINE_VERSION, HookEvent, HookRun, Outcome, payload_dict
+from ingest.log import Segment, iter_raw_lines, segments
+
+__all__ = [
+    "BaseRecord",
+    "ChainPosition",
+    "Selected",
+    "Selection",
+    "parse_when",
+    "select",
+    "session_part",
+]
+
+_logger = logging.getLogger(__name__)
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_FLAT = ("id", "ts", "event", "session_id", "replay_id", "record")
+
+
+def parse_when(text: str, *, now: datetime | None = None) -> datetime:
+    """An ISO 8601 date/time (UTC when no offset) or a duration back from now: ``30d``, ``12h``.
+
+    >>> parse_when("2026-03-01T10:00:00").isoformat()
+    '2026-03-01T10:00:00+00:00'
+    >>> parse_when("2d", now=datetime(2026, 3, 3, tzinfo=UTC)).day
+    1
+    """
+    value = text.strip()
+    m = _RELATIVE.match(value)
+    if m:
+        base = now or datetime.now(UTC)
+        return base - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(
+            f"{text!r}: expected an ISO 8601 time (2026-03-01T10:00:00Z) or a duration (30d, 12h)"
+        ) from exc
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def session_part(session_id: str, parts: int) -> int:
+    """The replay job that owns a session (stable across processes, unlike `hash`).
+
+    >>> session_part("s1", 1)
+    0
+    """
+    return zlib.crc32(session_id.encode()) % parts if parts > 1 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which events to replay: a time range, one session, some event types, event ids."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    session: str | None = None
+    event: tuple[str, ...] = ()
+    where: str | None = None
+    ids: frozenset[str] | None = None  # the ids `--where` selected (None: no SQL filter)
+    _lo: float = field(default=0.0, init=False, repr=False, compare=False)
+    _hi: float = field(default=0.0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        lo = self.since.timestamp() * 1e6 if self.since is not None else float("-inf")
+        hi = self.until.timestamp() * 1e6 if self.until is not None else float("inf")
+        object.__setattr__(self, "_lo", lo)
+        object.__setattr__(self, "_hi", hi)
+
+    def matches_ts(self, ts_us: float) -> bool:
+        """Whether an event time (µs since the epoch) lies in [since, until)."""
+        return self._lo <= ts_us < self._hi
+
+    def matches(self, event_id: str, ts_us: float, event: str, session_id: str) -> bool:
+        if self.session is not None and session_id != self.session:
+            return False
+        if self.event and event not in self.event:
+            return False
+        if self.ids is not None and event_id not in self.ids:
+            return False
+        return self.matches_ts(ts_us)
+
+    def describe(self) -> dict[str, Any]:
+        """The selection as it enters the replay digest."""
+        return {
+            "since": self.since.isoformat() if self.since else None,
+            "until": self.until.isoformat() if self.until else None,
+            "session": self.session,
+            "event": sorted(self.event),
+            "where": self.where,
+        }
+
+
+class BaseRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The decision fields of a stored Outcome (what a diff reads), without its runs."""
+
+    event: HookEvent
+    settings_id: str
+    engine_version: str = ENGINE_VERSION
+    posture: str = "compat"
+    profile: str = "current"
+    blocked: bool = False
+    decision: str | None = None
+    reason: str | None = None
+    updated_input: dict[str, Any] | None = None
+    additional_context: list[str] = msgspec.field(default_factory=list)
+    system_messages: list[str] = msgspec.field(default_factory=list)
+    continue_: bool = msgspec.field(default=True, name="continue")
+    stop_reason: str | None = None
+    specific: dict[str, Any] = msgspec.field(default_factory=dict)
+    errors: list[str] = msgspec.field(default_factory=list)
+    replay_id: str | None = None
+    worker: str = ""
+    seq: int = 0
+    hash: str = ""
+
+
+class _Runs(msgspec.Struct):
+    runs: list[HookRun] = msgspec.field(default_factory=list)
+
+
+_base_decoder = msgspec.json.Decoder(BaseRecord)
+_outcome_decoder = msgspec.json.Decoder(Outcome)
+_runs_decoder = msgspec.json.Decoder(_Runs)
+
+
+class _EventKey(msgspec.Struct):
+    id: str
+    ts: datetime
+    event: str
+    session_id: str = ""
+
+
+class _LineKey(msgspec.Struct):
+    event: _EventKey
+    replay_id: str | None = None
+
+
+_key_decoder = msgspec.json.Decoder(_LineKey)
+
+
+@dataclass(slots=True)
+class Selected:
+    """One selected baseline record: its exact line and its decoded decision fields."""
+
+    line: bytes | memoryview  # the record's exact bytes (a view into a sealed segment's batch)
+    base: BaseRecord
+    _outcome: Outcome | None = field(default=None, repr=False)
+    _runs: list[HookRun] | None = field(default=None, repr=False)
+    _payload: dict[str, Any] | None = field(default=None, repr=False)
+
+    def outcome(self) -> Outcome:
+        """The whole stored Outcome (decoded on first use)."""
+        if self._outcome is None:
+            self._outcome = _outcome_decoder.decode(self.line)
+        return self._outcome
+
+    def runs(self) -> list[HookRun]:
+        """The stored HookRuns (decoded on first use, without the rest of the record)."""
+        if self._runs is None:
+            self._runs = (
+                self._outcome.runs
+                if self._outcome is not None
+                else _runs_decoder.decode(self.line).runs
+            )
+        return self._runs
+
+    def payload(self) -> dict[str, Any]:
+        """The event's hook input as a dict (decoded on first use)."""
+        if self._payload is None:
+            self._payload = payload_dict(self.base.event)
+        return self._payload
+
+
+@dataclass(frozen=True, slots=True)
+class ChainPosition:
+    """The last selected record of one worker chain: it commits to the chain up to it."""
+
+    seq: int
+    hash: str
+
+
+def _us(value: object) -> float | None:
+    """µs since the epoch of a Parquet statistic of the `ts` column (None when unknown)."""
+    if isinstance(value, datetime):
+        when = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return when.timestamp() * 1e6
+    return float(value) if isinstance(value, int) else None
+
+
+def _groups(pf: Any, sel: Selection) -> Iterator[int]:
+    """Row groups that may hold selected events: the `ts` statistics prune the others."""
+    md = pf.metadata
+    leaf = None
+    if md.num_row_groups and (sel.since is not None or sel.until is not None):
+        first = md.row_group(0)
+        leaf = next((j for j in range(first.num_columns)
+                     if first.column(j).path_in_schema == "ts"), None)  # fmt: skip
+    for group in range(md.num_row_groups):
+        st = md.row_group(group).column(leaf).statistics if leaf is not None else None
+        if st is not None and st.has_min_max:
+            lo, hi = _us(st.min), _us(st.max)
+            if (hi is not None and hi < sel._lo) or (lo is not None and lo >= sel._hi):
+                continue
+        yield group
+
+
+def _keep(
+    small: Any, sel: Selection, part: tuple[int, int], owner: dict[str, bool]
+) -> list[int] | None:
+    """Indexes of the rows of a row group to select (None: all of them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    k, n = part
+    mask = pc.is_null(small.column("replay_id"))  # live outcomes only
+    sids = pc.fill_null(small.column("session_id"), "")
+    if n > 1:  # this job's sessions: decided once per distinct session
+        mine = []
+        for sid in pc.unique(sids).to_pylist():
+            hit = owner.get(sid)
+            if hit is None:
+                hit = owner[sid] = session_part(sid, n) == k
+            if hit:
+                mine.append(sid)
+        mask = pc.and_(mask, pc.is_in(sids, value_set=pa.array(mine, pa.string())))
+    if sel.session is not None:
+        mask = pc.and_(mask, pc.equal(sids, sel.session))
+    if sel.event:
+        events = pa.array(sorted(sel.event), pa.string())
+        mask = pc.and_(mask, pc.is_in(small.column("event"), value_set=events))
+    if sel.ids is not None:
+        ids = pa.array(sorted(sel.ids), pa.string())
+        mask = pc.and_(mask, pc.is_in(small.column("id"), value_set=ids))
+    if sel.since is not None or sel.until is not None:
+        ts = small.column("ts").cast(pa.int64())
+        if sel.since is not None:
+            mask = pc.and_(mask, pc.greater_equal(ts, int(sel._lo)))
+        if sel.until is not None:
+            mask = pc.and_(mask, pc.less(ts, int(sel._hi)))
+    mask = pc.fill_null(mask, False)
+    if pc.all(mask).as_py():
+        return None
+    keep: list[int] = pc.indices_nonzero(mask).to_pylist()
+    return keep
+
+
+def _sealed_rows(
+    seg: Segment, sel: Selection, part: tuple[int, int]
+) -> Iterator[memoryview] | None:
+    """Records of a sealed segment that pass the filters, using its flat columns; None when
+    the segment has no such columns (then every record is decoded)."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(seg.path)
+    except (OSError, ValueError):
+        return None
+    if not all(name in pf.schema_arrow.names for name in _FLAT):
+        pf.close()
+        return None
+
+    def rows() -> Iterator[memoryview]:
+        with pf:
+            for group in _groups(pf, sel):
+                small = pf.read_row_group(group, columns=list(_FLAT[:-1]))
+                keep = _keep(small, sel, part, owner)
+                if keep is None or keep:  # None: every row
+                    records = pf.read_row_group(group, columns=["record"]).column(0)
+                    yield from _views(records.combine_chunks(), keep)
+
+    owner: dict[str, bool] = {}
+    return rows()
+
+
+def _views(records: Any, keep: list[int] | None) -> Iterator[memoryview]:
+    """Values of an Arrow binary array (those at `keep`, else all) as memoryviews of its
+    buffer: no copy of the records."""
+    import pyarrow as pa
+
+    _, offsets, data = records.buffers()
+    start = records.offset
+    raw = memoryview(offsets)
+    wide = pa.types.is_large_binary(records.type)
+    off = (raw.cast("q") if wide else raw.cast("i"))[start : start + len(records) + 1]
+    view = memoryview(data)
+    valid = records.is_valid().to_pylist() if records.null_count else None
+    for i in range(len(records)) if keep is None else keep:
+        if valid is None or valid[i]:
+            yield view[off[i] : off[i + 1]]
+
+
+def _active_rows(seg: Segment, sel: Selection, part: tuple[int, int]) -> Iterator[bytes]:
+    k, n = part
+    for _, raw in iter_raw_lines(seg):
+        try:
+            key = _key_decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            _logger.warning("%s: skipped an unreadable record: %s", seg.name, exc)
+            continue
+        ev = key.event
+        if key.replay_id is not None or session_part(ev.session_id, n) != k:
+            continue
+        if sel.matches(ev.id, ev.ts.timestamp() * 1e6, ev.event, ev.session_id):
+            yield raw
+
+
+def select(
+    data_dir: str | Path, sel: Selection, *, part: tuple[int, int] = (0, 1)
+) -> Iterator[Selected]:
+    """The baseline records a replay job evaluates, once per event id, in log order.
+
+    Example:
+        >>> [s.base.event.id for s in select(tempfile.mkdtemp(), Selection(session="s1"))]
+        []
+    """
+    seen: set[str] = set()
+    for seg in segments(data_dir):
+        rows = _sealed_rows(seg, sel, part) if seg.kind == "sealed" else None
+        for raw in rows if rows is not None else _active_rows(seg, sel, part):
+            try:
+                base = _base_decoder.decode(raw)
+            except msgspec.DecodeError as exc:
+                _logger.warning("%s: skipped an unreadable record: %s", seg.name, exc)
+                continue
+            ev = base.event
+            if base.replay_id is not None or ev.id in seen:
+                continue
+            seen.add(ev.id)
+            yield Selected(raw, base)
+
+
+def where_ids(data_dir: str | Path, where: str) -> frozenset[str]:
+    """The ids of the live events an SQL condition over the `events` view of `queries.db`
+    selects (read-only SQL; a bad condition raises `queries.db.QueryError`).
+
+    Example:
+        >>> where_ids(tempfile.mkdtemp(), "tool_name = 'Bash'")
+        frozenset()
+    """
+    from queries import db
+
+    con = db.open_db(data_dir)
+    try:
+        result = db.run_sql(con, f"SELECT DISTINCT id FROM events WHERE ({where})")
+        return frozenset(str(row[0]) for batch in result.batches() for row in batch)
+    finally:
+        con.close()
