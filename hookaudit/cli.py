@@ -19,7 +19,7 @@ __all__ = ["COMMANDS", "main"]
 
 # name -> ("module:attribute", one-line help shown by `hookaudit --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("ingest.cli:demo_cmd", "Run the whole pipeline once on sample sessions and report."),
+    "demo": ("hookaudit.demo_cmd:demo_cmd", "Run everything once: embedded NATS, worker, sample sessions, a query, a replay."),
     "emit": (
         "ingest.cli_emit:emit",
         "Publish the hook event on stdin to NATS (a Claude Code command hook).",
