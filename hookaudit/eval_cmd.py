@@ -72,7 +72,7 @@ def _fail(message: str) -> None:
     "settings_specs",
     multiple=True,
     metavar="[SCOPE:]PATH",
-    help="A settings file; SCOPE is managed|user|project|local|flag|plugin (default project). "
+    help="A settings file; SCOPE is managed|user|project|local|flag|plugin|skill (default project). "
     "Repeat to combine with Claude Code's precedence. Without any, settings are discovered "
     "from the event's cwd as Claude Code would.",
 )

@@ -6,6 +6,8 @@ Layout under ``<data_dir>/log/``::
     active/<worker>/.lock               flock held by the one writer of that worker's chain
     sealed/<worker>/<seq:08d>.parquet   a sealed segment: flat query columns + each record's line
     sealed/<worker>/<seq:08d>.keys      its idempotency keys (a derived index, checked by sha256)
+    sealed/<worker>/<seq:08d>.runs.parquet  one row per HookRun of its records (derived, for
+                                        queries; checked by sha256; absent for older segments)
     manifest/<worker>.jsonl             one line per sealed segment: range, count, sha256, heads, hmac
 
 Rules of this file:
@@ -75,6 +77,7 @@ __all__ = [
     "lookup_in",
     "read_segment",
     "recompute_hash",
+    "runs_path",
     "segments",
     "verify",
 ]
@@ -117,6 +120,10 @@ def _seg_path(root: Path, worker: str, seq: int, kind: SegmentKind) -> Path:
 
 def _keys_path(root: Path, worker: str, seq: int) -> Path:
     return root / "sealed" / worker / f"{seq:08d}.keys"
+
+
+def _runs_path(root: Path, worker: str, seq: int) -> Path:
+    return root / "sealed" / worker / f"{seq:08d}.runs.parquet"
 
 
 def _manifest_path(root: Path, worker: str) -> Path:
@@ -304,6 +311,18 @@ class Segment:
     def name(self) -> str:
         """The path under `<data_dir>/log/`, as `verify` reports it: 'active/w1/00000002.jsonl'."""
         return f"{self.kind}/{self.worker}/{self.path.name}"
+
+
+def runs_path(seg: Segment) -> Path:
+    """The runs side file of a segment (one row per HookRun, `ingest.sealcols.RUN_SCHEMA`).
+
+    Only sealed segments have one, and only those sealed since it exists: check `exists()`.
+
+    Example:
+        >>> runs_path(segments(data_dir)[0]).name
+        '00000001.runs.parquet'
+    """
+    return _runs_path(seg.path.parents[2], seg.worker, seg.seq)
 
 
 def segments(data_dir: str | os.PathLike[str], *, worker: str | None = None) -> list[Segment]:

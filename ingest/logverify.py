@@ -3,12 +3,16 @@
 Rules of this file:
 - The layout is `ingest/log.py`'s; this module only adds what a sealed segment holds and how
   the whole log is checked. No NATS, no DuckDB.
-- Sealing is crash-safe by order: keys index, then Parquet (temp name, fsync, rename, fsync
-  the directory), then the manifest line (fsync), and only then the active JSONL is removed.
+- Sealing is crash-safe by order: keys index and runs side file, then Parquet (each: temp
+  name, fsync, rename, fsync the directory), then the manifest line (fsync), and only then
+  the active JSONL is removed.
   Whatever a crash leaves, `recover_sealed` finishes or undoes at the writer's next open, and
   it only signs what still has its active source byte for byte, never a file found alone.
 - A sealed segment keeps each record's exact line in its `record` column; the flat columns
-  are a copy for queries and `verify` checks them against the records.
+  (`_BASE_COLUMNS`, then `ingest.sealcols.SEALED_EXTRA_COLUMNS`, which older segments lack)
+  are a copy for queries and `verify` checks them against the records. So is the runs side
+  file (`ingest.sealcols.RUN_SCHEMA`), whose sha256 the manifest line holds as `runs_sha256`
+  (absent in lines written before it existed).
 - `verify` never stops at the first problem and never raises: it reports every broken record,
   file and manifest line as a `VerifyError`, in chain order, and names the first.
 
@@ -48,6 +52,7 @@ from ingest.log import (
     _rel,
     _replace_durably,
     _root,
+    _runs_path,
     _seg_path,
     _seqs,
     _set_aside,
@@ -57,8 +62,10 @@ from ingest.log import (
     key_digest,
     recompute_hash,
 )
+from ingest.sealcols import SEALED_EXTRA_COLUMNS, runs_table, sealed_write_options
 
 __all__ = [
+    "BASE_SCHEMA",
     "KEYS_MAGIC",
     "SCHEMA",
     "ErrorKind",
@@ -80,7 +87,7 @@ KEYS_MAGIC = b"HAKEYS1\n"
 _NO_KEY = bytes(16)
 _logger = logging.getLogger(__name__)
 _TS = pa.timestamp("us", tz="UTC")
-_COLUMNS: tuple[tuple[str, Any, Callable[[Outcome], object]], ...] = (
+_BASE_COLUMNS: tuple[tuple[str, Any, Callable[[Outcome], object]], ...] = (
     ("id", pa.string(), lambda o: o.event.id),
     ("ts", _TS, lambda o: o.event.ts),
     ("event", pa.string(), lambda o: o.event.event),
@@ -104,11 +111,20 @@ _COLUMNS: tuple[tuple[str, Any, Callable[[Outcome], object]], ...] = (
     ("prev_hash", pa.string(), lambda o: o.prev_hash),
     ("hash", pa.string(), lambda o: o.hash),
 )
-SCHEMA = pa.schema(
-    [pa.field(name, typ) for name, typ, _ in _COLUMNS]
-    + [pa.field("record", pa.binary(), nullable=False)],
+# every flat column a segment sealed now has: the base ones, then the additive extras
+_COLUMNS = _BASE_COLUMNS + tuple((name, typ, get) for name, typ, get, _ in SEALED_EXTRA_COLUMNS)
+_BASE_NAMES = frozenset(name for name, _, _ in _BASE_COLUMNS)
+_RECORD = pa.field("record", pa.binary(), nullable=False)
+BASE_SCHEMA = pa.schema(
+    [pa.field(name, typ) for name, typ, _ in _BASE_COLUMNS] + [_RECORD],
     metadata={"hookaudit.format": "log-segment/1"},
 )
+"""The columns every sealed segment has (segments sealed before the extra columns: only these)."""
+SCHEMA = pa.schema(
+    [pa.field(name, typ) for name, typ, _ in _COLUMNS] + [_RECORD],
+    metadata={"hookaudit.format": "log-segment/2"},
+)
+"""The columns of a segment sealed now: BASE_SCHEMA's, with the extra flat columns after `hash`."""
 
 
 # ---------------------------------------------------------------- manifest
@@ -118,8 +134,10 @@ class ManifestEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     """One sealed segment as listed in `manifest/<worker>.jsonl`.
 
     `first_seq`/`last_seq` are record seqs; `first_ts`/`last_ts` their `appended` times;
-    `sha256`/`size` those of the Parquet file, `keys_sha256` that of its keys index;
-    `head` is the last record's hash and `prev_head` the previous entry's `head`;
+    `sha256`/`size` those of the Parquet file, `keys_sha256` that of its keys index,
+    `runs_sha256` that of its runs side file (None, and omitted, for a segment sealed before
+    runs files existed); `head` is the last record's hash and `prev_head` the previous entry's
+    `head`;
     `hmac` is `manifest_hmac(entry, key)` when the writer has a key.
     """
 
@@ -135,6 +153,7 @@ class ManifestEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     keys_sha256: str
     head: str
     prev_head: str
+    runs_sha256: str | None = None
     hmac: str | None = None
 
 
@@ -220,6 +239,19 @@ def segment_table(lines: list[bytes], records: list[Outcome | None]) -> Any:
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 
+def _parquet_bytes(table: Any) -> bytes:
+    """A table as Parquet, with the sealed layout's encodings (`sealed_write_options`)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, **sealed_write_options(table.column_names))
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def _runs_of(records: list[Outcome | None]) -> bytes:
+    """The runs side file: one row per HookRun of the readable records, as Parquet."""
+    return _parquet_bytes(runs_table(records))
+
+
 def _decode_all(lines: list[bytes]) -> list[Outcome | None]:
     out: list[Outcome | None] = []
     for raw in lines:
@@ -244,6 +276,7 @@ def _entry(
     records: list[Outcome | None],
     parquet: bytes,
     keys: bytes,
+    runs: bytes,
     prev: ManifestEntry | None,
     key: bytes | None,
 ) -> ManifestEntry:
@@ -261,6 +294,7 @@ def _entry(
         keys_sha256=hashlib.sha256(keys).hexdigest(),
         head=good[-1].hash if good else "",
         prev_head=prev.head if prev is not None else "",
+        runs_sha256=hashlib.sha256(runs).hexdigest(),
     )
     return msgspec.structs.replace(entry, hmac=manifest_hmac(entry, key)) if key else entry
 
@@ -294,21 +328,23 @@ def seal_segment(
     records = _decode_all(lines)
     if any(r is None for r in records):
         _logger.warning("%s: sealing unreadable records as they are (verify reports them)", src)
-    sink = pa.BufferOutputStream()
-    pq.write_table(segment_table(lines, records), sink, compression="zstd")
-    parquet: bytes = sink.getvalue().to_pybytes()
-    keys = _keys_of(records)
-    entry = _entry(worker, seq, records, parquet, keys, prev, key)
+    parquet = _parquet_bytes(segment_table(lines, records))
+    keys, runs = _keys_of(records), _runs_of(records)
+    entry = _entry(worker, seq, records, parquet, keys, runs, prev, key)
     dst, kdst = _seg_path(root, worker, seq, "sealed"), _keys_path(root, worker, seq)
+    rdst = _runs_path(root, worker, seq)
     tmp = dst.with_name(dst.name + ".tmp")
     try:
         _replace_durably(kdst, keys)
+        _replace_durably(rdst, runs)
         _write_durably(tmp, parquet, mode=os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.replace(tmp, dst)
         _fsync_dir(dst.parent)
         _append_manifest(_manifest_path(root, worker), entry)
     except OSError as exc:
-        for leftover in (tmp, dst, kdst):  # copies only: the active segment is still the record
+        rtmp = rdst.with_name(rdst.name + ".tmp")
+        leftovers = (tmp, dst, kdst, rdst, rtmp)
+        for leftover in leftovers:  # copies only: the active segment is still the record
             with contextlib.suppress(OSError):
                 leftover.unlink()
         raise Unavailable(f"{src}: cannot seal: {exc}") from exc
@@ -326,9 +362,11 @@ def recover_sealed(
     """Finish or undo an interrupted seal; return the manifest entries and the highest sealed seq.
 
     Removes `.tmp` leftovers; sets a torn manifest line aside; lists a Parquet missing
-    its manifest line only when its active source is still there, byte for byte (else
-    moves the Parquet aside as `.stale-<ts>` if the active source differs, or leaves it for
-    `verify`); removes an active segment identical to its listed sealed copy.
+    its manifest line only when its active source is still there, byte for byte, rewriting
+    its keys index and runs side file (else moves the Parquet aside as `.stale-<ts>` if the
+    active source differs, or leaves it for `verify`); removes a runs side file with neither
+    a Parquet nor a manifest line (a seal interrupted before its Parquet); removes an active
+    segment identical to its listed sealed copy.
 
     Example:
         >>> recover_sealed(Path(data_dir) / "log", "w1", key=None, clock=time.time)[1]
@@ -362,14 +400,19 @@ def recover_sealed(
             del parquets[seq]
             continue
         records = _decode_all(lines)
-        keys = _keys_of(records)
+        keys, runs = _keys_of(records), _runs_of(records)
         _replace_durably(_keys_path(root, worker, seq), keys)
-        entry = _entry(
-            worker, seq, records, path.read_bytes(), keys, entries[-1] if entries else None, key
-        )
+        _replace_durably(_runs_path(root, worker, seq), runs)
+        last = entries[-1] if entries else None
+        entry = _entry(worker, seq, records, path.read_bytes(), keys, runs, last, key)
         _append_manifest(mpath, entry)
         entries.append(entry)
         listed.add(seq)
+    for runs_file in sealed_dir.glob("*.runs.parquet"):
+        stem = runs_file.name.removesuffix(".runs.parquet")
+        if stem.isdigit() and int(stem) not in listed and int(stem) not in parquets:
+            runs_file.unlink()  # derived from an active segment still there: rewritten at its seal
+            _logger.warning("%s: runs file of an interrupted seal removed", runs_file)
     for seq in sorted(listed & set(actives) & set(parquets)):
         if _active_lines(actives[seq]) == _sealed_lines(parquets[seq]):
             actives[seq].unlink()
@@ -635,6 +678,34 @@ class _Checker:
         self.columns(file, table, rows, records)
         if e is not None:
             self.against_manifest(file, mline, e, data, records)
+        self.runs(seq, mline, e, records)
+
+    def runs(
+        self, seq: int, mline: int, e: ManifestEntry | None, records: list[Outcome | None]
+    ) -> None:
+        """The runs side file: its sha256 as listed, and its rows as the records say."""
+        rpath = _runs_path(self.root, self.worker, seq)
+        file = _rel(self.root, rpath)
+        at = f"{self.mfile}:{mline}"
+        try:
+            data = rpath.read_bytes()
+        except FileNotFoundError:
+            if e is not None and e.runs_sha256 is not None:
+                why = f"runs file listed at {at} is missing (deleted)"
+                self.err("deleted", file, why, None, e.first_seq)
+            return
+        first = e.first_seq if e is not None else None
+        listed = e.runs_sha256 if e is not None else None
+        if listed is not None and hashlib.sha256(data).hexdigest() != listed:
+            why = f"runs file sha256 does not match {at}'s runs_sha256 (runs file rewritten)"
+            self.err("manifest", file, why, None, first)
+        try:
+            same = pq.read_table(pa.BufferReader(data)).equals(runs_table(records))
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            same = False
+        if not same:
+            why = "runs file does not match the segment's records (one row per HookRun)"
+            self.err("edited", file, why, None, first)
 
     def against_manifest(
         self, file: str, mline: int, e: ManifestEntry, data: bytes, records: list[Outcome | None]
@@ -666,7 +737,8 @@ class _Checker:
         expected = segment_table([r for _, r in rows], records)
         for name, typ, _ in _COLUMNS:
             if name not in table.column_names:
-                self.err("edited", file, f"column {name!r} missing")
+                if name in _BASE_NAMES:  # the extra columns are absent from older segments
+                    self.err("edited", file, f"column {name!r} missing")
                 continue
             col = table.column(name)
             if col.type == typ and col.equals(expected.column(name)):

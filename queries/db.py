@@ -57,7 +57,7 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from engine.records import decode_outcome_json
-from ingest.log import OnCorrupt, Segment, segments
+from ingest.log import OnCorrupt, Segment, runs_path, segments
 from queries.catalog import NamedQuery, QueryError, bind_params
 from queries.columns import (
     BASE_COLUMNS,
@@ -289,8 +289,8 @@ def _active_runs(lines: Any, outcomes: Any) -> Any:
 
 
 def _runs_file(seg: Segment) -> Path:
-    """The proposed runs side file of a sealed segment (to move into ingest/log.py's layout)."""
-    return seg.path.with_name(f"{seg.seq:08d}.runs.parquet")
+    """The runs side file of a sealed segment (absent for segments sealed before it existed)."""
+    return runs_path(seg)
 
 
 @dataclass
