@@ -7,9 +7,10 @@ Tests isolate themselves by names (`names` fixture), not by servers.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,3 +69,49 @@ async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
         yield client
     finally:
         await client.close()
+
+
+def seal_as_before(data_dir: Path, worker: str | None = None, *, key: bytes | None = None) -> None:
+    """Rewrite the sealed segments (of `worker`, else all) as the sealer wrote them before the
+    extra flat columns and runs side files: `BASE_SCHEMA` only, zstd, no runs file, and manifest
+    lines without `runs_sha256` (sha256/size updated, re-signed with `key` when one is given)."""
+    import msgspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ingest.log import runs_path, segments
+    from ingest.logverify import BASE_SCHEMA, manifest_hmac, read_manifest
+
+    done: dict[str, dict[int, Path]] = {}
+    for seg in segments(data_dir, worker=worker):
+        if seg.kind != "sealed":
+            continue
+        table = pq.read_table(seg.path)
+        old = pa.Table.from_arrays([table.column(n) for n in BASE_SCHEMA.names], schema=BASE_SCHEMA)
+        pq.write_table(old, seg.path, compression="zstd")
+        runs_path(seg).unlink(missing_ok=True)
+        done.setdefault(seg.worker, {})[seg.seq] = seg.path
+    for w, paths in done.items():
+        out = b""
+        for m in read_manifest(data_dir, w):
+            assert m.entry is not None
+            e = m.entry
+            if e.seq in paths:
+                data = paths[e.seq].read_bytes()
+                e = msgspec.structs.replace(
+                    e,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                    runs_sha256=None,
+                    hmac=None,
+                )
+                if key is not None:
+                    e = msgspec.structs.replace(e, hmac=manifest_hmac(e, key))
+            out += msgspec.json.encode(e) + b"\n"
+        (data_dir / "log" / "manifest" / f"{w}.jsonl").write_bytes(out)
+
+
+@pytest.fixture
+def old_sealed_layout() -> Callable[..., None]:
+    """`seal_as_before`: turn a log's sealed segments into the layout sealed before runs files."""
+    return seal_as_before

@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 import duckdb  # noqa: E402
 
-from ingest.log import segments  # noqa: E402
+from ingest.log import runs_path, segments  # noqa: E402
 from queries.catalog import bind_params, load_catalog  # noqa: E402
 from queries.db import open_db  # noqa: E402
 
@@ -74,11 +74,7 @@ def main(argv: list[str] | None = None) -> None:
 
     segs = segments(args.dir)
     sealed = [s.path for s in segs if s.kind == "sealed"]
-    runs = [
-        p
-        for p in (s.path.with_name(f"{s.seq:08d}.runs.parquet") for s in segs if s.kind == "sealed")
-        if p.exists()
-    ]
+    runs = [p for p in (runs_path(s) for s in segs if s.kind == "sealed") if p.exists()]
     n_sealed = con.sql(f"SELECT count(*) FROM read_parquet({_paths(sealed)})").fetchall()[0][0]
     n_views = con.sql("SELECT count(*) FROM outcomes").fetchall()[0][0]
     active_rows = con.sql("SELECT count(*) FROM _ha_active").fetchall()[0][0]

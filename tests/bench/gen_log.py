@@ -13,12 +13,13 @@ How it is realistic and still takes minutes, not hours:
   lines are assembled from byte pieces, so a row costs microseconds; the worker chains are
   written by parallel processes.
 - Events of one session land on any worker (a work queue); each worker chain is in `appended`
-  order, cut into sealed segments of `--segment-rows` rows written with the sealer's Parquet
-  options (zstd) in `ingest.logverify.SCHEMA`. With `--schema proposed` (the default) each
-  segment also has the flat columns `queries.columns.SEALED_EXTRA_COLUMNS`, a runs side file
-  (`<seq>.runs.parquet`, `queries.columns.RUN_COLUMNS`) and the encodings of
-  `queries.columns.sealed_write_options`, as proposed for the sealer. The newest `--active`
-  rows stay active JSONL.
+  order, cut into sealed segments of `--segment-rows` rows. With `--schema proposed` (the
+  default) they are what `ingest.logverify.seal_segment` writes now: `ingest.logverify.SCHEMA`
+  (the flat columns `ingest.sealcols.SEALED_EXTRA_COLUMNS` after `hash`), a runs side file
+  (`<seq>.runs.parquet`, `ingest.sealcols.RUN_COLUMNS`) and the encodings of
+  `ingest.sealcols.sealed_write_options`; with `--schema current`, what it wrote before them
+  (`ingest.logverify.BASE_SCHEMA`, zstd, no runs file). The newest `--active` rows stay
+  active JSONL.
 - Duplicates come the way they do in production: `--crashes` times, a worker dies between
   append and ack and the batch it had in hand (`--batch` records) is appended again ~30 s
   later by another worker.
@@ -57,9 +58,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from engine.records import Outcome, encode_json, new_event  # noqa: E402
-from ingest.logverify import SCHEMA  # noqa: E402
+from ingest.logverify import BASE_SCHEMA as SCHEMA  # noqa: E402
+from ingest.logverify import SCHEMA as SEALED_SCHEMA  # noqa: E402
 from ingest.samples import sessions  # noqa: E402
-from queries.columns import RUN_COLUMNS, SEALED_EXTRA_COLUMNS, sealed_write_options  # noqa: E402
+from ingest.sealcols import RUN_COLUMNS, SEALED_EXTRA_COLUMNS, sealed_write_options  # noqa: E402
 
 _TS = pa.timestamp("us", tz="UTC")
 # run columns that come from the outcome row rather than from the run itself
@@ -67,10 +69,7 @@ _RUN_FROM_ROW = ("worker", "seq", "id", "ts", "session_id", "settings_id")
 
 
 def sealed_schema(proposed: bool) -> pa.Schema:
-    fields = list(SCHEMA)[:-1]
-    if proposed:
-        fields += [pa.field(name, typ) for name, typ, _, _ in SEALED_EXTRA_COLUMNS]
-    return pa.schema([*fields, SCHEMA.field("record")], metadata=SCHEMA.metadata)
+    return SEALED_SCHEMA if proposed else SCHEMA
 
 
 RUN_SCHEMA = pa.schema([pa.field(name, typ) for name, typ, _, _ in RUN_COLUMNS])

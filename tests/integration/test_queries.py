@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from engine.records import HookEvent, HookIdentity, HookRun, Outcome, new_event
 from hookaudit.cli import COMMANDS
-from ingest.log import LogWriter, segments
+from ingest.log import LogWriter, runs_path, segments, verify
 from queries.catalog import QueryError, load_catalog
 from queries.cli import query_cmd, sql_cmd
 from queries.db import check_read_only, open_db, run_named, run_sql
@@ -976,37 +976,6 @@ def test_contract_subprocess(history: History) -> None:
 # ----------------------------------------------------------------------------- sealed layouts
 
 
-def upgrade_sealed(data_dir: Path, worker: str | None = None) -> None:
-    """Rewrite the sealed segments (of `worker`, else all) as the proposal has them: the extra
-    flat columns, the runs side file and the proposed encodings (`queries.columns`)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from engine.records import decode_outcome_json
-    from queries.columns import RUN_COLUMNS, SEALED_EXTRA_COLUMNS, sealed_write_options
-
-    for seg in segments(data_dir, worker=worker):
-        if seg.kind != "sealed":
-            continue
-        table = pq.read_table(seg.path)
-        records = [decode_outcome_json(r) for r in table.column("record").to_pylist()]
-        for name, typ, get, _ in SEALED_EXTRA_COLUMNS:
-            table = table.add_column(
-                table.num_columns - 1, name, pa.array([get(o) for o in records], type=typ)
-            )
-        pq.write_table(table, seg.path, **sealed_write_options(table.column_names))
-        runs = {
-            name: pa.array([get(o, i, r) for o in records for i, r in enumerate(o.runs, 1)], typ)
-            for name, typ, get, _ in RUN_COLUMNS
-        }
-        runs_table = pa.table(runs)
-        pq.write_table(
-            runs_table,
-            seg.path.with_name(f"{seg.seq:08d}.runs.parquet"),
-            **sealed_write_options(runs_table.column_names),
-        )
-
-
 VIEWS = ["outcomes", "all_outcomes", "events", "hook_runs", "tool_calls", "sessions", "replays"]
 
 
@@ -1018,23 +987,33 @@ def snapshot(c: Any) -> dict[str, list[tuple[Any, ...]]]:
     return out  # type: ignore[return-value]
 
 
-@pytest.mark.parametrize("upgraded", ["w1", None])
-def test_proposed_sealed_layout_reads_the_same(tmp_path: Path, upgraded: str | None) -> None:
-    """Derived from `record` (today's sealed segments), read from the proposed flat columns and
-    runs files, or a mix of both during the change: every view and named query gives the
-    same rows."""
-    today, proposed = tmp_path / "today", tmp_path / "proposed"
-    write_history(today)
-    write_history(proposed)
-    upgrade_sealed(proposed, upgraded)
-    a, b = open_db(today, cache=False), open_db(proposed, cache=False)
+@pytest.mark.parametrize("downgraded", ["w2", None])
+def test_sealed_layouts_before_and_after_runs_files_read_the_same(
+    tmp_path: Path, downgraded: str | None, old_sealed_layout: Callable[..., None]
+) -> None:
+    """Derived from `record` (segments sealed before the extra flat columns and runs files),
+    read from the flat columns and runs files the sealer writes now, or a mix of both (a log
+    sealed across the upgrade): every view and named query gives the same rows."""
+    before, now = tmp_path / "before", tmp_path / "now"
+    write_history(before)
+    old_sealed_layout(before)
+    write_history(now)
+    if downgraded is not None:
+        old_sealed_layout(now, downgraded)
+    assert not list((before / "log" / "sealed").rglob("*.runs.parquet"))
+    for d in (before, now):
+        report = verify(d)
+        assert [e.kind for e in report.errors] == ["corrupt"]  # the corrupt active line only
+    a, b = open_db(before, cache=False), open_db(now, cache=False)
     try:
         assert snapshot(a) == snapshot(b)
-        if upgraded is not None:
+        if downgraded is not None:
             return
-        # and the proposed files are really used: no record parsing for these columns
+        # and the sealer's files are really used: no record parsing for these columns
         plan = rows(b, "EXPLAIN SELECT count(command) FROM outcomes")[0][1]
         assert "json" not in plan.lower()
+        sealed = [s for s in segments(now) if s.kind == "sealed"]
+        assert sealed and all(runs_path(s).exists() for s in sealed)
     finally:
         a.close()
         b.close()

@@ -37,11 +37,13 @@ from ingest.log import (
     iter_raw_lines,
     key_digest,
     recompute_hash,
+    runs_path,
     segments,
     verify,
 )
-from ingest.logverify import SCHEMA, VerifyReport, manifest_hmac, read_manifest
+from ingest.logverify import BASE_SCHEMA, SCHEMA, VerifyReport, manifest_hmac, read_manifest
 from ingest.protocol import idempotency_key
+from ingest.sealcols import RUN_SCHEMA, SEALED_EXTRA_COLUMNS, sealed_write_options
 
 W = "w1"
 KEY = b"k" * 32
@@ -676,3 +678,130 @@ def test_raise_for_errors(tmp_path: Path) -> None:
     edit_lines(active(tmp_path, 3), lambda ls: ls[1:])
     with pytest.raises(LogCorrupt, match=r"^active/w1/00000003\.jsonl:1: record seq 12: "):
         verify(tmp_path).raise_for_errors()
+
+
+# ---------------------------------------------------------------- extra columns and runs files
+
+
+def runs_file(tmp: Path, seq: int) -> Path:
+    return log(tmp) / "sealed" / W / f"{seq:08d}.runs.parquet"
+
+
+def test_sealed_segment_has_the_extra_flat_columns(tmp_path: Path) -> None:
+    stored = build(tmp_path, sealed=1, per=3, active=0)
+    path = sealed(tmp_path, 1)
+    table = pq.read_table(path)
+    names = table.schema.names
+    assert names[: len(BASE_SCHEMA) - 1] == BASE_SCHEMA.names[:-1] and names[-1] == "record"
+    assert names[names.index("hash") + 1 : -1] == [n for n, *_ in SEALED_EXTRA_COLUMNS]
+    assert table.schema.equals(SCHEMA)
+    cols = table.to_pydict()
+    assert cols["command"] == [f"rm -rf build/{i}" for i in range(3)]
+    assert cols["file_path"] == cols["url"] == [None] * 3
+    assert cols["n_runs"] == [1, 1, 1] and cols["errors"] == [[], [], []]
+    assert cols["continue"] == [o.continue_ for o in stored]
+    assert cols["engine_version"] == [o.engine_version for o in stored]
+    assert cols["permission_mode"] == [o.event.permission_mode for o in stored]
+    # the encodings of sealed_write_options
+    meta = pq.ParquetFile(path).metadata
+    ts = meta.row_group(0).column(names.index("ts"))
+    assert ts.compression == "ZSTD" and "DELTA_BINARY_PACKED" in ts.encodings
+    assert meta.row_group(0).column(names.index("session_id")).bloom_filter_offset is not None
+    assert "DELTA_BINARY_PACKED" in sealed_write_options(names)["column_encoding"].values()
+
+
+def test_runs_file_one_row_per_hook_run_and_listed_in_the_manifest(tmp_path: Path) -> None:
+    stored = build(tmp_path, sealed=2, per=3, active=1, key=KEY)
+    for seq, recs in ((1, stored[:3]), (2, stored[3:6])):
+        seg = next(s for s in segments(tmp_path) if s.seq == seq)
+        assert runs_path(seg) == runs_file(tmp_path, seq)
+        runs = pq.read_table(runs_file(tmp_path, seq))
+        assert runs.schema.equals(RUN_SCHEMA)
+        assert runs.num_rows == sum(len(o.runs) for o in recs) == 3
+        cols = runs.to_pydict()
+        assert cols["seq"] == [o.seq for o in recs] and cols["run"] == [1, 1, 1]
+        assert cols["id"] == [o.event.id for o in recs]
+        assert cols["command"] == ["guard.sh"] * 3 and cols["duration_ms"] == [1.5] * 3
+        assert cols["hook_id"] == [o.runs[0].hook_id for o in recs]
+        (entry,) = [m.entry for m in read_manifest(tmp_path, W) if m.entry and m.entry.seq == seq]
+        digest = hashlib.sha256(runs_file(tmp_path, seq).read_bytes()).hexdigest()
+        assert entry.runs_sha256 == digest
+    # the active segment has none
+    assert not runs_file(tmp_path, 3).exists()
+    assert runs_path(segments(tmp_path)[-1]) == runs_file(tmp_path, 3)
+    assert verify(tmp_path, key=KEY).ok
+
+
+def test_tamper_runs_file(tmp_path: Path) -> None:
+    build(tmp_path, key=KEY)
+    path = runs_file(tmp_path, 1)
+    table = pq.read_table(path)
+    i = table.schema.get_field_index("outcome")
+    forged = table.set_column(i, "outcome", pa.array(["error"] * table.num_rows))
+    pq.write_table(forged, path)
+    report = verify(tmp_path, key=KEY)
+    assert [(e.kind, e.file) for e in report.errors] == [
+        ("manifest", "sealed/w1/00000001.runs.parquet"),
+        ("edited", "sealed/w1/00000001.runs.parquet"),
+    ]
+    assert report.first_error == (
+        "sealed/w1/00000001.runs.parquet: record seq 1: runs file sha256 does not match "
+        "manifest/w1.jsonl:1's runs_sha256 (runs file rewritten)"
+    )
+    # the hmac covers runs_sha256: re-pointing the manifest line at the forged file breaks it
+    lines = manifest(tmp_path).read_bytes().splitlines()
+    line = json.loads(lines[0])
+    line["runs_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest(tmp_path).write_bytes(b"\n".join([json.dumps(line).encode(), *lines[1:]]) + b"\n")
+    kinds = {e.kind for e in verify(tmp_path, key=KEY).errors}
+    assert kinds == {"hmac", "edited"}  # and the rows still disagree with the records
+    path.unlink()
+    assert ("deleted", "sealed/w1/00000001.runs.parquet") in [
+        (e.kind, e.file) for e in verify(tmp_path).errors
+    ]
+
+
+def test_log_sealed_before_runs_files_still_verifies_and_reads(
+    tmp_path: Path, old_sealed_layout: Callable[..., None]
+) -> None:
+    stored = build(tmp_path, key=KEY)
+    old_sealed_layout(tmp_path, key=KEY)
+    assert b"runs_sha256" not in manifest(tmp_path).read_bytes()
+    assert not runs_file(tmp_path, 1).exists()
+    assert pq.read_table(sealed(tmp_path, 1)).schema.names == BASE_SCHEMA.names
+    assert all(m.entry and m.entry.runs_sha256 is None for m in read_manifest(tmp_path, W))
+    assert verify(tmp_path, key=KEY).ok
+    assert [o.hash for o in iter_outcomes(tmp_path)] == [o.hash for o in stored]
+    with LogWriter.open(tmp_path, W, key=KEY) as w:  # sealing goes on in the new layout
+        assert w.append_batch([make(100)])[0].seq == len(stored) + 1
+        entry = w.seal()
+    assert entry is not None and entry.runs_sha256 is not None
+    assert runs_file(tmp_path, 3).exists() and not runs_file(tmp_path, 2).exists()
+    assert verify(tmp_path, key=KEY).ok
+
+
+def test_crash_after_the_runs_file_before_the_parquet(tmp_path: Path) -> None:
+    build(tmp_path, sealed=1, per=2, active=2)
+    orphan = runs_file(tmp_path, 2)  # written first at a seal, then the crash
+    orphan.write_bytes(runs_file(tmp_path, 1).read_bytes())
+    (orphan.parent / (orphan.name + ".tmp")).write_bytes(b"half")
+    assert verify(tmp_path).ok  # a runs file is only checked beside its sealed segment
+    LogWriter.open(tmp_path, W).close()
+    assert not orphan.exists() and not (orphan.parent / (orphan.name + ".tmp")).exists()
+    assert runs_file(tmp_path, 1).exists() and verify(tmp_path).ok
+
+
+def test_crash_before_the_manifest_line_rewrites_the_runs_file(tmp_path: Path) -> None:
+    with LogWriter.open(tmp_path, W, key=KEY) as w:
+        w.append_batch([make(i) for i in range(3)])
+        source = active(tmp_path, 1).read_bytes()
+        w.seal()
+    active(tmp_path, 1).write_bytes(source)
+    manifest(tmp_path).write_bytes(b"")
+    runs_file(tmp_path, 1).unlink()
+    LogWriter.open(tmp_path, W, key=KEY).close()
+    (m,) = read_manifest(tmp_path, W)
+    assert m.entry is not None and m.entry.hmac == manifest_hmac(m.entry, KEY)
+    data = runs_file(tmp_path, 1).read_bytes()
+    assert m.entry.runs_sha256 == hashlib.sha256(data).hexdigest()
+    assert verify(tmp_path, key=KEY).ok
