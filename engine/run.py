@@ -28,10 +28,10 @@ from typing import Any, Literal
 import msgspec
 
 from engine.effects import Executor, Invocation, RawResult, RunHooks
-from engine.errors import InvalidEvent
-from engine.events import ALL_TYPES, is_known
+from engine.events import ALL_TYPES
 from engine.executors.python import PythonExecutor
 from engine.flow import Evaluation, Flow, decide
+from engine.payload import parse_payload
 from engine.records import ENGINE_VERSION, HookEvent, Outcome
 from engine.settings import PythonHook
 from engine.sources import Effective
@@ -42,29 +42,6 @@ Posture = Literal["compat", "enforcing"]
 Profile = Literal["current", "legacy"]
 
 _payload_decoder = msgspec.json.Decoder(dict[str, Any])
-MAX_EVENT_BYTES = 8 * 1024 * 1024
-
-
-def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
-    """Decode and check an agent's hook input; InvalidEvent names what is wrong.
-
-    >>> parse_payload(b'{"hook_event_name": "Stop"}')["hook_event_name"]
-    'Stop'
-    """
-    if len(raw) > MAX_EVENT_BYTES:
-        raise InvalidEvent(where, f"event larger than {MAX_EVENT_BYTES} bytes")
-    try:
-        payload = _payload_decoder.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise InvalidEvent(where, "expected a JSON object") from exc
-    except msgspec.DecodeError as exc:
-        raise InvalidEvent(where, f"malformed JSON: {exc}") from exc
-    name = payload.get("hook_event_name")
-    if not isinstance(name, str) or not name:
-        raise InvalidEvent(where, "hook_event_name: missing or not a string")
-    if not is_known(name):
-        raise InvalidEvent(where, f"hook_event_name: unknown hook event {name!r}")
-    return payload
 
 
 class MissingExecutor:

@@ -35,6 +35,7 @@ import msgspec
 
 from engine.errors import HookauditError, InvalidEvent, Unavailable
 from engine.events import is_known, spec
+from engine.payload import MAX_EVENT_BYTES, parse_payload
 from engine.records import HookEvent, Outcome, encode_json, encode_msgpack, new_event, uuid7
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
 from ingest.spool import FlushReport, Sent, Spool, has_pending
@@ -61,11 +62,8 @@ __all__ = [
 FailMode = Literal["open", "closed"]
 
 #: The largest event accepted (as engine.run.parse_payload); bigger input is rejected.
-MAX_EVENT_BYTES = 8 * 1024 * 1024
 #: JetStream's "message size exceeds maximum allowed" (a permanent, per-event failure).
 _JS_MSG_TOO_BIG = 10054
-
-_payload_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
 # -- what to print: pure ----------------------------------------------------------------
@@ -168,11 +166,9 @@ def read_input(stream: BinaryIO | None, limit: int = MAX_EVENT_BYTES) -> bytes:
 
 
 def validate(raw: bytes, where: str = "<stdin>") -> tuple[dict[str, Any], str]:
-    """Check an agent's hook input as `engine.run.parse_payload` does; return (payload, text).
+    """Check an agent's hook input (`engine.payload.parse_payload`); return (payload, text).
 
     `text` is the input decoded, unchanged: it becomes the event's verbatim payload.
-    (parse_payload itself is not imported: engine.run pulls in pydantic and the whole
-    engine, which would triple emit's start-up time.)
 
     Example:
         >>> validate(b"[]")
@@ -180,21 +176,7 @@ def validate(raw: bytes, where: str = "<stdin>") -> tuple[dict[str, Any], str]:
         ...
         engine.errors.InvalidEvent: <stdin>: expected a JSON object
     """
-    if len(raw) > MAX_EVENT_BYTES:
-        raise InvalidEvent(where, f"event larger than {MAX_EVENT_BYTES} bytes")
-    if not raw.strip():
-        raise InvalidEvent(where, "empty input: expected the hook event JSON")
-    try:
-        payload = _payload_decoder.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise InvalidEvent(where, "expected a JSON object") from exc
-    except msgspec.DecodeError as exc:
-        raise InvalidEvent(where, f"malformed JSON: {exc}") from exc
-    name = payload.get("hook_event_name")
-    if not isinstance(name, str) or not name:
-        raise InvalidEvent(where, "hook_event_name: missing or not a string")
-    if not is_known(name):
-        raise InvalidEvent(where, f"hook_event_name: unknown hook event {name!r}")
+    payload = parse_payload(raw, where)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:  # msgspec checks strings; this guards the rest

@@ -161,7 +161,7 @@ def test_eval_table_format() -> None:
         ("[1, 2]", "<stdin>: expected a JSON object"),
         ('{"hook_event_name": "Nope"}', "<stdin>: hook_event_name: unknown hook event 'Nope'"),
         ("{}", "<stdin>: hook_event_name: missing or not a string"),
-        ("", "<stdin>: malformed JSON"),
+        ("", "<stdin>: empty input: expected the hook event JSON"),
     ],
 )
 def test_eval_bad_event_is_one_line_exit_1(stdin: str, message: str) -> None:

@@ -307,7 +307,7 @@ async def test_body_limit_413(rig: Rig) -> None:
             "request body: hook_event_name: unknown hook event 'Nope'",
         ),
         (b'{"hook_event_name": "Stop", "x": "\xff"}', "request body: not UTF-8"),
-        (b"", "request body: malformed JSON"),
+        (b"", "request body: empty input"),
     ],
 )
 async def test_bad_body_400_names_the_problem(rig: Rig, body: bytes, message: str) -> None:
