@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import socket
 import time
@@ -315,6 +314,3 @@ def install_signals(worker: Worker) -> None:
     loop.add_signal_handler(signal.SIGINT, worker.stop)
     loop.add_signal_handler(signal.SIGHUP, worker.reload)
 
-
-def worker_pid_file(data_dir: Path) -> Path:
-    return data_dir / "run" / f"worker-{os.getpid()}.pid"
