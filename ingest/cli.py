@@ -317,6 +317,9 @@ def worker_cmd(
     d = data_dir or default_data_dir()
 
     async def _run() -> None:
+        from engine.sources import load_sources
+
+        load_sources([parse_scoped(s) for s in settings_specs])  # bad settings first, clearly
         co = build_connect(d, nats_url, creds, nkey_seed, user, password, tls_ca)
         w = Worker(
             data_dir=d,
