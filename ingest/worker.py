@@ -210,7 +210,11 @@ class Worker:
                     if len(inflight) >= self.pipeline:
                         done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
                         for t in done:
-                            t.result()
+                            if t.exception() is not None:
+                                # Nothing is lost: the batch is on disk and its events are
+                                # not acked, so JetStream redelivers them; the log drops the
+                                # duplicates and the outcomes are published again.
+                                _log.error("publishing a batch failed: %s", t.exception())
             finally:
                 if inflight:
                     for failure in await asyncio.gather(*inflight, return_exceptions=True):
