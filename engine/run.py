@@ -95,6 +95,10 @@ class Engine:
             llm = LlmExecutor()
             table["prompt"] = llm
             table["agent"] = llm
+        if "mcp_tool" not in given:
+            from engine.executors.mcp import McpExecutor
+
+            table["mcp_tool"] = McpExecutor()
         table.update(given)
         self.executors = table
         self.missing = MissingExecutor()

@@ -114,6 +114,14 @@ def _fail(message: str) -> None:
     help="Skip malformed hook entries with a warning, as Claude Code does, instead of failing.",
 )
 @click.option(
+    "--mcp-config",
+    "mcp_configs",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="MCP server configuration (.mcp.json) for mcp_tool hooks; repeatable. "
+    "Default: the project root's .mcp.json when there is one.",
+)
+@click.option(
     "--wait-async",
     is_flag=True,
     help="Wait for background (async) hooks and report their late results.",
@@ -125,6 +133,7 @@ def eval_cmd(
     profile: str,
     fmt: str,
     lenient: bool,
+    mcp_configs: tuple[str, ...],
     wait_async: bool,
 ) -> None:
     """Run the engine once on one event and print the decision.
@@ -162,7 +171,11 @@ def eval_cmd(
         for w in eff.warnings:
             click.echo(f"hookaudit eval: warning: {w}", err=True)
         event = new_event(payload, raw=raw.decode("utf-8", errors="replace"), source="eval")
-        engine = Engine(profile=profile, posture=posture)  # type: ignore[arg-type]
+        engine = Engine(
+            _mcp_executors(mcp_configs, find_project_root(str(cwd))),
+            profile=profile,  # type: ignore[arg-type]
+            posture=posture,  # type: ignore[arg-type]
+        )
         outcome = asyncio.run(_evaluate(engine, event, eff, wait_async))
     except HookauditError as exc:
         _fail(str(exc))
@@ -199,6 +212,18 @@ def eval_cmd(
             sys.stderr.write(err if err.endswith("\n") else err + "\n")
         sys.stdout.flush()
         sys.exit(code)
+
+
+def _mcp_executors(configs: tuple[str, ...], project_root: str | None) -> dict[str, Any]:
+    """An mcp_tool executor over the given (or the project's) .mcp.json, if any."""
+    paths = list(configs)
+    if not paths and project_root and (Path(project_root) / ".mcp.json").is_file():
+        paths = [str(Path(project_root) / ".mcp.json")]
+    if not paths:
+        return {}
+    from engine.executors.mcp import McpExecutor, load_mcp_config
+
+    return {"mcp_tool": McpExecutor(load_mcp_config(paths))}
 
 
 async def _evaluate(engine: Any, event: Any, eff: Any, wait_async: bool) -> Any:

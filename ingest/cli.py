@@ -261,6 +261,13 @@ def nats_status(
     "(events come from other hosts). Default: this process's working directory. The "
     "event JSON still carries the original cwd.",
 )
+@click.option(
+    "--mcp-config",
+    "mcp_configs",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="MCP server configuration (.mcp.json) for mcp_tool hooks; repeatable.",
+)
 @click.option("--batch", type=int, default=512, show_default=True, help="Messages per fetch.")
 @click.option(
     "--max-segment-mb",
@@ -291,6 +298,7 @@ def worker_cmd(
     profile: str,
     name: str | None,
     workdir: str | None,
+    mcp_configs: tuple[str, ...],
     batch: int,
     max_segment_mb: int,
     max_segment_age: float,
@@ -330,6 +338,7 @@ def worker_cmd(
             profile=profile,  # type: ignore[arg-type]
             name=name,
             workdir=workdir,
+            mcp_configs=mcp_configs,
             batch=batch,
             max_segment_bytes=max_segment_mb * 1024 * 1024,
             max_segment_age=max_segment_age,

@@ -104,6 +104,15 @@ class _AckWaiter:
                 raise Unavailable(f"JetStream refused an outcome: {ack[:200]!r}")
 
 
+def _executors(workdir: str | None, mcp_configs: Sequence[str]) -> dict[str, Any]:
+    table: dict[str, Any] = {"command": CommandExecutor(workdir=workdir)}
+    if mcp_configs:
+        from engine.executors.mcp import McpExecutor, load_mcp_config
+
+        table["mcp_tool"] = McpExecutor(load_mcp_config(list(mcp_configs)), cwd=workdir)
+    return table
+
+
 class Worker:
     """One worker process: owns a log chain and shares the durable consumer."""
 
@@ -118,6 +127,7 @@ class Worker:
         profile: Literal["current", "legacy"] = "current",
         name: str | None = None,
         workdir: str | None = None,
+        mcp_configs: Sequence[str] = (),
         batch: int = 512,
         concurrency: int = 64,
         pipeline: int = 3,
@@ -144,9 +154,7 @@ class Worker:
         self.stats = WorkerStats()
         self.stopping = asyncio.Event()
         self.eff: Effective = load_sources(self.specs)
-        self.engine = Engine(
-            {"command": CommandExecutor(workdir=workdir)}, posture=posture, profile=profile
-        )
+        self.engine = Engine(_executors(workdir, mcp_configs), posture=posture, profile=profile)
         self.writer: LogWriter | None = None
 
     # -- settings ----------------------------------------------------------------------
@@ -317,4 +325,3 @@ def install_signals(worker: Worker) -> None:
     loop.add_signal_handler(signal.SIGTERM, worker.stop)
     loop.add_signal_handler(signal.SIGINT, worker.stop)
     loop.add_signal_handler(signal.SIGHUP, worker.reload)
-
