@@ -669,11 +669,13 @@ class LogWriter:
         stored = self.append_batch([outcome])
         return Appended(stored[0], False) if stored else Appended(outcome, True)
 
-    def append_batch(self, outcomes: Sequence[Outcome]) -> list[Outcome]:
+    def append_batch(self, outcomes: Sequence[Outcome], *, roll: bool = True) -> list[Outcome]:
         """Chain, write and fsync (once) a batch; return the stored records, duplicates excluded.
 
         Each stored record gets worker, seq, appended (UTC now), prev_hash and hash. Rolls
-        over to a new segment, sealing the old one, when size or age limits are passed.
+        over to a new segment, sealing the old one, when size or age limits are passed;
+        with ``roll=False`` the caller does that itself (`seal_due`, `roll_if_due`), e.g.
+        off its event loop.
 
         Example:
             >>> [r.seq for r in w.append_batch([o1, o2, o1])]
@@ -681,7 +683,8 @@ class LogWriter:
         """
         if self._lock_fd is None:
             raise ValueError(f"log writer for worker {self.worker!r} is closed")
-        self.roll_if_due()
+        if roll:
+            self.roll_if_due()
         now = datetime.fromtimestamp(self._clock(), UTC)
         seq, prev = self._seq, self._head
         fresh: set[bytes] = set()
@@ -709,7 +712,8 @@ class LogWriter:
         self._seq, self._head = seq, prev
         if self._started is None:
             self._started = now.timestamp()
-        self.roll_if_due()
+        if roll:
+            self.roll_if_due()
         return stored
 
     def _write(self, data: bytes) -> None:
@@ -733,6 +737,18 @@ class LogWriter:
             raise Unavailable(f"{path}: cannot append to the log: {exc}") from exc
         self._size += len(data)
 
+    def seal_due(self) -> bool:
+        """Whether the active segment passed `max_bytes` or `max_age_s` (and no retry waits).
+
+        Example:
+            >>> w.seal_due()
+            False
+        """
+        if self._size == 0 or self._clock() < self._retry_seal_at:
+            return False
+        aged = self._started is not None and self._clock() - self._started >= self._max_age_s
+        return self._size >= self._max_bytes or aged
+
     def roll_if_due(self) -> ManifestEntry | None:
         """Seal the active segment if it passed `max_bytes` or `max_age_s`; for idle workers too.
 
@@ -742,10 +758,7 @@ class LogWriter:
             >>> w.roll_if_due() is None  # nothing due
             True
         """
-        if self._size == 0 or self._clock() < self._retry_seal_at:
-            return None
-        aged = self._started is not None and self._clock() - self._started >= self._max_age_s
-        if self._size < self._max_bytes and not aged:
+        if not self.seal_due():
             return None
         try:
             return self._roll()

@@ -205,6 +205,8 @@ class Worker:
                 while not self.stopping.is_set():
                     msgs = await sub.fetch(self.batch, timeout=0.5)
                     if not msgs:
+                        if self.writer.seal_due():  # idle: seal an aged segment, off the loop
+                            await asyncio.to_thread(self.writer.roll_if_due)
                         continue
                     handled = await self._append(nc, msgs)
                     if handled is None:
@@ -269,7 +271,10 @@ class Worker:
             for (i, _), o in zip(waiting, done, strict=True):
                 outcomes[i] = o
         ready = [o for o in outcomes if o is not None]
-        stored = self.writer.append_batch(ready)
+        if self.writer.seal_due():
+            # Sealing takes seconds for 64 MiB: off the loop, which keeps answering NATS.
+            await asyncio.to_thread(self.writer.roll_if_due)
+        stored = self.writer.append_batch(ready, roll=False)
         by_key = {idempotency_key(o.event.id, o.settings_id, o.replay_id): o for o in stored}
         final: list[Outcome] = []
         for o in ready:

@@ -226,10 +226,28 @@ async def test_sighup_reloads_settings(
         await asyncio.sleep(1.0)
         js = nc.jetstream()
         ev = new_event({"hook_event_name": "Stop", "session_id": "after"}, source="test")
-        await js.publish(ha_nats.event_subject(names, "Stop"), encode_msgpack(ev),
-                         headers={MSG_ID: ev.id})
+        await js.publish(
+            ha_nats.event_subject(names, "Stop"), encode_msgpack(ev), headers={MSG_ID: ev.id}
+        )
         await wait_for(lambda: ev.id in logged_ids(data))
     finally:
         stop(worker)
     after = {o.settings_id for o in iter_outcomes(data) if o.event.id == ev.id}
     assert len(before) == 1 and len(after) == 1 and after != before
+
+
+async def test_idle_worker_seals_an_aged_segment(
+    nats_server: Any, nc: Client, names: ha_nats.Names, tmp_path: Path
+) -> None:
+    settings = write_settings(tmp_path)
+    data = tmp_path / "data"
+    ids = await publish(nc, names, 1)
+    worker = start_worker(data, nats_server.url, names.prefix, settings, "--max-segment-age", "1")
+    try:
+        await wait_for(lambda: len(logged_ids(data)) >= len(ids))
+        await wait_for(lambda: any((data / "log" / "sealed").rglob("*.parquet")), timeout=20)
+    finally:
+        stop(worker)
+    assert sorted(logged_ids(data)) == sorted(ids)
+    report = verify(data)
+    assert report.ok, report.first_error
