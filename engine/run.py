@@ -127,12 +127,23 @@ class Engine:
         p = eff.posture.get(event) or eff.posture.get("*") or "compat"
         return "enforcing" if p == "enforcing" else "compat"
 
+    def _quick(self, invocations: Sequence[Invocation]) -> list[RawResult] | None:
+        """Answers for an all-sync-python batch, computed inline; None otherwise.
+
+        Nothing runs unless every hook can be answered here, so no hook runs twice.
+        """
+        if not all(
+            isinstance(inv.hook, PythonHook) and self.python.is_sync(inv) for inv in invocations
+        ):
+            return None
+        answers = [self.python.call_sync(inv) for inv in invocations]
+        return [a for a in answers if a is not None]
+
     async def run_hooks(self, invocations: Sequence[Invocation]) -> list[RawResult]:
         """Run invocations in parallel (inline when all are sync python hooks)."""
-        if all(isinstance(inv.hook, PythonHook) for inv in invocations):
-            quick = [self.python.call_sync(inv) for inv in invocations]
-            if all(r is not None for r in quick):
-                return [r for r in quick if r is not None]
+        quick = self._quick(invocations)
+        if quick is not None:
+            return quick
         for inv in invocations:
             env_file = inv.env.get("CLAUDE_ENV_FILE")
             if env_file:
@@ -142,11 +153,10 @@ class Engine:
             return [await coros[0]]
         return list(await asyncio.gather(*coros))
 
-    async def evaluate_payload(
+    def _flow(
         self, event: str, payload: Mapping[str, Any], input_json: bytes, eff: Effective
-    ) -> Evaluation:
-        """Run the decision flow for one payload and return the whole Evaluation."""
-        flow = decide(
+    ) -> Flow:
+        return decide(
             event,
             payload,
             input_json,
@@ -158,14 +168,27 @@ class Engine:
             sessionend_budget_ms=self.sessionend_budget_ms,
             once_done=self.once_done,
         )
+
+    async def _drive(self, flow: Flow, effect: RunHooks) -> Evaluation:
+        """Answer the flow's effects with executors until it returns its Evaluation."""
         try:
-            effect: RunHooks = next(flow)
             while True:
-                results = await self.run_hooks(effect.invocations)
-                effect = flow.send(results)
+                effect = flow.send(await self.run_hooks(effect.invocations))
         except StopIteration as done:
             evaluation: Evaluation = done.value
             return evaluation
+
+    async def evaluate_payload(
+        self, event: str, payload: Mapping[str, Any], input_json: bytes, eff: Effective
+    ) -> Evaluation:
+        """Run the decision flow for one payload and return the whole Evaluation."""
+        flow = self._flow(event, payload, input_json, eff)
+        try:
+            effect = next(flow)
+        except StopIteration as done:
+            evaluation: Evaluation = done.value
+            return evaluation
+        return await self._drive(flow, effect)
 
     async def evaluate(
         self, event: HookEvent, eff: Effective, *, replay_id: str | None = None
@@ -184,31 +207,14 @@ class Engine:
         the common case free of task overhead.
         """
         payload = _payload_decoder.decode(event.payload)
-        flow = decide(
-            event.event,
-            payload,
-            event.payload.encode(),
-            eff,
-            posture=self.posture_for(event.event, eff),
-            profile=self.profile,
-            trusted=self.trusted,
-            home=self.home,
-            sessionend_budget_ms=self.sessionend_budget_ms,
-            once_done=self.once_done,
-        )
+        flow = self._flow(event.event, payload, event.payload.encode(), eff)
         try:
             effect = next(flow)
+            quick = self._quick(effect.invocations)
+            if quick is not None:
+                effect = flow.send(quick)
         except StopIteration as done:
             return to_outcome(event, done.value, eff, replay_id=replay_id, once_done=self.once_done)
-        if all(isinstance(inv.hook, PythonHook) for inv in effect.invocations):
-            quick = [self.python.call_sync(inv) for inv in effect.invocations]
-            if all(r is not None for r in quick):
-                try:
-                    flow.send([r for r in quick if r is not None])
-                except StopIteration as done:
-                    return to_outcome(
-                        event, done.value, eff, replay_id=replay_id, once_done=self.once_done
-                    )
         return self._finish_async(event, flow, effect, eff, replay_id)
 
     async def _finish_async(
@@ -219,12 +225,8 @@ class Engine:
         eff: Effective,
         replay_id: str | None,
     ) -> Outcome:
-        try:
-            while True:
-                results = await self.run_hooks(effect.invocations)
-                effect = flow.send(results)
-        except StopIteration as done:
-            return to_outcome(event, done.value, eff, replay_id=replay_id, once_done=self.once_done)
+        evaluation = await self._drive(flow, effect)
+        return to_outcome(event, evaluation, eff, replay_id=replay_id, once_done=self.once_done)
 
 
 def to_outcome(

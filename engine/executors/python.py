@@ -62,6 +62,20 @@ class PythonExecutor:
             fn = self._cache[spec] = self.resolve(spec)
         return fn
 
+    def is_sync(self, inv: Invocation) -> bool:
+        """Whether `call_sync` will answer this hook (it is not an ``async def``).
+
+        A callable that cannot be imported counts as sync: `call_sync` answers it with
+        an error at once, without running anything.
+        """
+        hook = inv.hook
+        assert isinstance(hook, PythonHook)
+        try:
+            fn = self._get(hook.callable)
+        except Exception:
+            return True
+        return not inspect.iscoroutinefunction(fn)
+
     def call_sync(self, inv: Invocation) -> RawResult | None:
         """Run a sync callable inline; None when the callable is async (use `run`)."""
         hook = inv.hook
@@ -78,9 +92,14 @@ class PythonExecutor:
         except Exception as exc:
             return _error("python_exception", f"{type(exc).__name__}: {exc}", start)
         if inspect.isawaitable(value):
+            # Calling it again through `run` would run its side effects twice.
             if inspect.iscoroutine(value):
-                value.close()  # an async callable not flagged as one: run it via `run`
-            return None
+                value.close()
+            return _error(
+                "python_bad_return",
+                f"{hook.callable} returned an awaitable: declare async hooks with `async def`",
+                start,
+            )
         return _result(value, start, inv.timeout)
 
     async def run(self, inv: Invocation) -> RawResult:
