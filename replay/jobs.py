@@ -3,8 +3,15 @@
 Rules of this file:
 - The settings are loaded here first, so a bad settings file fails before any job
   starts; each job process loads them again itself (nothing unpicklable crosses).
-- Jobs are partitioned by session (`select.session_part`); the merged result does not
-  depend on the number of jobs, and neither does the digest.
+- ``--jobs N`` runs N processes, each reading its own segments of the log
+  (`replay.parts.assign`); the parent meanwhile finds the stored copies of re-delivered
+  events (`replay.parts.duplicates`) and sends them to every job before it reads. A
+  job answers with its partial counts; the parent merges them, applies the session
+  rule (`replay.tally.settle`) and sends each session's first behavioural change back;
+  the jobs answer how many of their events come after it (the counterfactual count).
+  The merged result does not depend on the number of jobs, and neither does the digest.
+- A job that fails sends its exception (re-raised here); one that dies is named with
+  its exit code; every job process is stopped before `replay` returns or raises.
 - Results are stored in the same append-only log as live outcomes, through
   `ingest.log.LogWriter`, on the chain of worker ``replay`` (``replay-2``… when another
   replay holds it): Outcomes with ``replay_id`` set, which the `replays` view of
@@ -35,9 +42,11 @@ import multiprocessing
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +54,11 @@ from engine.effects import Executor
 from engine.errors import Unavailable
 from engine.records import decode_outcome_msgpack
 from engine.sources import Effective, load_sources
-from ingest.log import LogWriter
+from ingest.log import LogWriter, Segment, segments
 from replay import report as report_mod
-from replay.runner import JobResult, Request, progress_counter, run_job
-from replay.tally import Summary
+from replay.parts import assign, duplicates
+from replay.runner import Job, JobResult, Request, progress_counter
+from replay.tally import Summary, settle
 
 __all__ = ["Done", "replay", "store_outcomes", "summary_path", "write_summary"]
 
@@ -65,6 +75,7 @@ class Done:
 
 
 def _merge(results: list[JobResult]) -> JobResult:
+    """Add the jobs' partial results (their sessions not yet settled)."""
     out = JobResult(Summary())
     for r in results:
         out.summary.merge(r.summary)
@@ -76,24 +87,100 @@ def _merge(results: list[JobResult]) -> JobResult:
             out.first_us = r.first_us if out.first_us is None else min(out.first_us, r.first_us)
         if r.last_us is not None:
             out.last_us = r.last_us if out.last_us is None else max(out.last_us, r.last_us)
-        out.outcomes.extend(r.outcomes)
+        out.stored.update(r.stored)
         out.sandbox = out.sandbox or r.sandbox
         out.spawned += r.spawned
-    out.summary.rows.sort(key=lambda row: row.key())
     return out
 
 
-def _run_jobs(req: Request, executors: dict[str, Executor] | None) -> list[JobResult]:
-    if req.jobs <= 1:
-        return [run_job(req, 0, executors)]
-    if executors:
-        raise ValueError("custom executors need jobs=1 (they cannot be sent to job processes)")
-    # fork: a job needs nothing of the parent but `req` (it loads the settings itself),
-    # and fork does not re-run the caller's main module as spawn does.
+def _in_process(req: Request, executors: dict[str, Executor] | None) -> JobResult:
+    job = Job(req, 0, executors=executors)
+    merged = _merge([job.run_sync()])
+    merged.summary.counterfactual += job.tally.after(settle(merged.summary))
+    return merged
+
+
+def _job_process(conn: Connection, req: Request, part: int, segs: list[Segment]) -> None:
+    """A job process: (skip) -> partial JobResult; (firsts) -> counterfactual count."""
+    try:
+        job = Job(req, part, segs=segs)
+        job.skip = conn.recv()
+        conn.send(("ok", job.run_sync()))
+        conn.send(("ok", job.tally.after(conn.recv())))
+    except EOFError:  # the parent is gone
+        pass
+    except BaseException as exc:
+        text = "".join(traceback.format_exception(exc))
+        try:
+            conn.send(("error", (exc, text)))
+        except Exception:
+            conn.send(("error", (None, text)))
+    finally:
+        conn.close()
+
+
+def _receive(conn: Connection, proc: BaseProcess) -> Any:
+    try:
+        status, value = conn.recv()
+    except EOFError:
+        proc.join(5)
+        raise RuntimeError(f"replay {proc.name} died (exit code {proc.exitcode})") from None
+    if status == "ok":
+        return value
+    exc, text = value
+    if isinstance(exc, BaseException):
+        raise exc
+    raise RuntimeError(f"replay {proc.name} failed:\n{text}")
+
+
+def _in_processes(req: Request) -> JobResult:
+    # fork: a job needs nothing of the parent but its arguments (it loads the settings
+    # itself), and fork does not re-run the caller's main module as spawn does.
     methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with ProcessPoolExecutor(max_workers=req.jobs, mp_context=ctx) as pool:
-        return list(pool.map(run_job, [req] * req.jobs, range(req.jobs)))
+    ctx: Any = multiprocessing.get_context("fork" if "fork" in methods else "spawn")  # has .Process
+    segs = segments(req.data_dir)
+    conns: list[Connection] = []
+    procs: list[BaseProcess] = []
+    try:
+        for k, mine in enumerate(assign(segs, req.jobs)):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_job_process, args=(there, req, k, mine),
+                               name=f"job {k}", daemon=True)  # fmt: skip
+            proc.start()
+            there.close()
+            conns.append(here)
+            procs.append(proc)
+        skip = duplicates(segs)  # while the jobs start
+        for conn in conns:
+            conn.send(skip)
+        merged = _merge([_receive(c, p) for c, p in zip(conns, procs, strict=True)])
+        firsts = settle(merged.summary)
+        for conn in conns:
+            conn.send(firsts)
+        merged.summary.counterfactual += sum(
+            _receive(c, p) for c, p in zip(conns, procs, strict=True)
+        )
+        return merged
+    finally:
+        for conn in conns:
+            conn.close()
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+def _run_jobs(req: Request, executors: dict[str, Executor] | None) -> JobResult:
+    """Every job's result merged and settled (`stored` already without counterfactual events)."""
+    if req.jobs > 1 and executors:
+        raise ValueError("custom executors need jobs=1 (they cannot be sent to job processes)")
+    merged = _in_process(req, executors) if req.jobs <= 1 else _in_processes(req)
+    if req.policy.store == "changed":  # a counterfactual event would not have happened
+        for row in merged.summary.rows:
+            if row.counterfactual:
+                merged.stored.pop(row.event_id, None)
+    return merged
 
 
 def _report_progress(progress: Callable[[str], None], counter: Any, done: threading.Event) -> None:
@@ -182,14 +269,15 @@ def replay(
             target=_report_progress, args=(progress, counter, done), daemon=True
         ).start()
     try:
-        merged = _merge(_run_jobs(req, executors))
+        merged = _run_jobs(req, executors)
     finally:
         done.set()
     seconds = time.perf_counter() - started
     worker: str | None = None
     stored = 0
     if req.policy.store != "none":
-        worker, stored = store_outcomes(req.data_dir, merged.outcomes)
+        outcomes = [b for kept in merged.stored.values() for b in kept]
+        worker, stored = store_outcomes(req.data_dir, outcomes)
     rep = report_mod.build(
         req,
         merged,
@@ -202,5 +290,5 @@ def replay(
     if req.policy.store != "none":
         rep["stored"]["summary"] = str(summary_path(req.data_dir, req.replay_id))
         write_summary(req.data_dir, rep)
-    merged.outcomes.clear()
+    merged.stored.clear()
     return Done(rep, merged)

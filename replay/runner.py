@@ -10,8 +10,10 @@ Rules of this file:
   recorded one (`Policy.posture` overrides both); the profile is the recorded one.
 - Events whose hooks all answer inline are finished without the event loop; the others
   run as tasks, at most `concurrency` events at a time per job.
-- A job owns whole sessions (`select.session_part`) and returns a `JobResult`, which
-  pickles: `replay.run` merges the jobs' results.
+- A job reads whole segments (`replay.parts.assign`), so one session may be spread
+  over several jobs: a job returns a `JobResult` with its `Tally.partial` (which pickles;
+  `replay.jobs` merges them and applies the session rule) and keeps its session keys
+  for `Tally.after`.
 
 Example:
     >>> Request("d", (("project", "s.json"),), "r1").policy.exec
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,11 +35,12 @@ from engine.flow import Evaluation, Flow, decide
 from engine.records import HookRun, encode_msgpack
 from engine.run import to_outcome
 from engine.sources import Effective, load_sources
+from ingest.log import Segment
 from replay.answers import Answers, How, Policy
 from replay.diff import attribute, compare, event_label, hook_meta
 from replay.recorded import RecordedExecutor
 from replay.select import BaseRecord, ChainPosition, Selected, Selection, select
-from replay.tally import Row, Summary, Tally
+from replay.tally import Row, Summary, Tally, settle
 
 __all__ = ["JobResult", "Policy", "Request", "progress_counter", "run_job"]
 
@@ -84,7 +87,7 @@ class JobResult:
     chains: dict[str, ChainPosition] = field(default_factory=dict)
     first_us: int | None = None
     last_us: int | None = None
-    outcomes: list[bytes] = field(default_factory=list)
+    stored: dict[str, list[bytes]] = field(default_factory=dict)  # event id -> outcomes
     sandbox: str | None = None
     spawned: int = 0
 
@@ -110,9 +113,13 @@ class Job:
         part: int,
         *,
         executors: dict[str, Executor] | None = None,
+        segs: list[Segment] | None = None,
+        skip: Mapping[str, frozenset[int]] | None = None,
     ) -> None:
         self.req = req
         self.part = part
+        self.segs = segs  # the segments this job reads (None: the whole log)
+        self.skip = skip  # the later copies of re-delivered events (None: found while reading)
         self.policy = req.policy
         self.cand = load_sources(req.candidate, project_dir=req.project_dir)
         self.base = (
@@ -274,6 +281,23 @@ class Job:
         b = await base if asyncio.iscoroutine(base) else base
         self.conclude(sel, ts_us, c, b, how)
 
+    def run_sync(self) -> JobResult:
+        """`run` on a new event loop, with the collector tuned for many live objects."""
+        threshold = gc.get_threshold()
+        gc.set_threshold(100_000, 50, 100)  # a job keeps many small objects alive: collect rarely
+        done: list[JobResult] = []
+
+        async def main() -> None:
+            # The main task returns None: on Python 3.11, asyncio.run's SIGINT check
+            # formats the main task's repr, result included (whole seconds for a big one).
+            done.append(await self.run())
+
+        try:
+            asyncio.run(main())
+        finally:
+            gc.set_threshold(*threshold)
+        return done[0]
+
     async def run(self) -> JobResult:
         """Evaluate every selected event of this job's sessions."""
         req = self.req
@@ -290,7 +314,7 @@ class Job:
 
         try:
             for n, sel in enumerate(
-                select(req.data_dir, req.selection, part=(self.part, req.jobs))
+                select(req.data_dir, req.selection, segs=self.segs, skip=self.skip)
             ):
                 if not n & 16383 and n and PROGRESS is not None:
                     PROGRESS.value += 16384
@@ -315,13 +339,9 @@ class Job:
         self.result.sandbox = self.answers.sandbox
         self.result.spawned = self.answers.spawned
         self.tally.summary.llm.update(self.answers.llm_stats)
-        summary = self.tally.close()
-        if self.policy.store == "changed":  # a counterfactual event would not have happened
-            for row in summary.rows:
-                if row.counterfactual:
-                    self._stored.pop(row.event_id, None)
-        self.result.outcomes = [b for kept in self._stored.values() for b in kept]
-        self._stored.clear()
+        self.tally.partial()
+        self.result.stored = self._stored
+        self._stored = {}
         self.result.chains = {w: ChainPosition(q, h) for w, (q, h) in self._chains.items()}
         return self.result
 
@@ -337,7 +357,7 @@ def _run_inline(flow: Flow) -> Evaluation:
 
 
 def run_job(req: Request, part: int, executors: dict[str, Executor] | None = None) -> JobResult:
-    """Run one job to completion in this process (the target of `--jobs` processes).
+    """Run one job over the whole log in this process and settle it (see `Job.run_sync`).
 
     Example:
         >>> import tempfile
@@ -349,9 +369,7 @@ def run_job(req: Request, part: int, executors: dict[str, Executor] | None = Non
         >>> run_job(Request(d, (("project", f"{d}/s.json"),), uuid7()), 0).summary.events
         0
     """
-    threshold = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 100)  # a job keeps many small objects alive: collect rarely
-    try:
-        return asyncio.run(Job(req, part, executors=executors).run())
-    finally:
-        gc.set_threshold(*threshold)
+    job = Job(req, part, executors=executors)
+    result = job.run_sync()
+    result.summary.counterfactual += job.tally.after(settle(result.summary))
+    return result

@@ -10,9 +10,9 @@ Rules of this file:
 - An unreadable record is skipped with a warning (`hookaudit verify` names it).
 - A baseline is a live outcome (``replay_id`` is null). An event stored twice (a
   re-delivery appended by two workers) is selected once: the first copy in log order
-  (worker, then seq), so the same log always gives the same selection.
-- `part=(k, n)` keeps the sessions whose `session_part(session_id, n) == k`: parallel
-  replay jobs partition by session, so each job sees whole sessions.
+  (worker, then seq, then row), so the same log always gives the same selection.
+  Reading the whole log in order, `select` finds the later copies itself; a job that
+  reads only some segments (`segs`) is told them (`skip`, from `replay.parts`).
 - Records are decoded lazily: `Selected.base` holds the decision fields only (cheap);
   `Selected.outcome()` decodes the whole record, runs included, when a job needs them.
 
@@ -27,8 +27,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile  # noqa: F401  (docstring examples)
-import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,13 +45,13 @@ __all__ = [
     "Selection",
     "parse_when",
     "select",
-    "session_part",
 ]
 
 _logger = logging.getLogger(__name__)
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _FLAT = ("id", "ts", "event", "session_id", "replay_id", "record")
+_NONE: frozenset[int] = frozenset()
 
 
 def parse_when(text: str, *, now: datetime | None = None) -> datetime:
@@ -75,15 +74,6 @@ def parse_when(text: str, *, now: datetime | None = None) -> datetime:
             f"{text!r}: expected an ISO 8601 time (2026-03-01T10:00:00Z) or a duration (30d, 12h)"
         ) from exc
     return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
-def session_part(session_id: str, parts: int) -> int:
-    """The replay job that owns a session (stable across processes, unlike `hash`).
-
-    >>> session_part("s1", 1)
-    0
-    """
-    return zlib.crc32(session_id.encode()) % parts if parts > 1 else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,26 +233,15 @@ def _groups(pf: Any, sel: Selection) -> Iterator[int]:
         yield group
 
 
-def _keep(
-    small: Any, sel: Selection, part: tuple[int, int], owner: dict[str, bool]
-) -> list[int] | None:
-    """Indexes of the rows of a row group to select (None: all of them)."""
+def _keep(small: Any, sel: Selection, first: int, skip: frozenset[int]) -> list[int] | None:
+    """Indexes of the rows of a row group to select (None: all of them); `first` is the
+    row number (from 1) of its first row in the segment, `skip` rows never selected."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    k, n = part
     mask = pc.is_null(small.column("replay_id"))  # live outcomes only
-    sids = pc.fill_null(small.column("session_id"), "")
-    if n > 1:  # this job's sessions: decided once per distinct session
-        mine = []
-        for sid in pc.unique(sids).to_pylist():
-            hit = owner.get(sid)
-            if hit is None:
-                hit = owner[sid] = session_part(sid, n) == k
-            if hit:
-                mine.append(sid)
-        mask = pc.and_(mask, pc.is_in(sids, value_set=pa.array(mine, pa.string())))
     if sel.session is not None:
+        sids = pc.fill_null(small.column("session_id"), "")
         mask = pc.and_(mask, pc.equal(sids, sel.session))
     if sel.event:
         events = pa.array(sorted(sel.event), pa.string())
@@ -277,15 +256,17 @@ def _keep(
         if sel.until is not None:
             mask = pc.and_(mask, pc.less(ts, int(sel._hi)))
     mask = pc.fill_null(mask, False)
-    if pc.all(mask).as_py():
+    hidden = [n - first for n in skip if first <= n < first + len(small)]
+    if not hidden and pc.all(mask).as_py():
         return None
     keep: list[int] = pc.indices_nonzero(mask).to_pylist()
+    if hidden:
+        gone = set(hidden)
+        keep = [i for i in keep if i not in gone]
     return keep
 
 
-def _sealed_rows(
-    seg: Segment, sel: Selection, part: tuple[int, int]
-) -> Iterator[memoryview] | None:
+def _sealed_rows(seg: Segment, sel: Selection, skip: frozenset[int]) -> Iterator[memoryview] | None:
     """Records of a sealed segment that pass the filters, using its flat columns; None when
     the segment has no such columns (then every record is decoded)."""
     import pyarrow.parquet as pq
@@ -298,16 +279,25 @@ def _sealed_rows(
         pf.close()
         return None
 
+    needed = ["replay_id"]  # the flat columns the filters read
+    needed += ["session_id"] if sel.session is not None else []
+    needed += ["event"] if sel.event else []
+    needed += ["id"] if sel.ids is not None else []
+    needed += ["ts"] if sel.since is not None or sel.until is not None else []
+    md = pf.metadata
+    starts = [1]  # row number of each row group's first row
+    for group in range(md.num_row_groups):
+        starts.append(starts[-1] + md.row_group(group).num_rows)
+
     def rows() -> Iterator[memoryview]:
         with pf:
             for group in _groups(pf, sel):
-                small = pf.read_row_group(group, columns=list(_FLAT[:-1]))
-                keep = _keep(small, sel, part, owner)
+                small = pf.read_row_group(group, columns=needed)
+                keep = _keep(small, sel, starts[group], skip)
                 if keep is None or keep:  # None: every row
                     records = pf.read_row_group(group, columns=["record"]).column(0)
                     yield from _views(records.combine_chunks(), keep)
 
-    owner: dict[str, bool] = {}
     return rows()
 
 
@@ -328,43 +318,55 @@ def _views(records: Any, keep: list[int] | None) -> Iterator[memoryview]:
             yield view[off[i] : off[i + 1]]
 
 
-def _active_rows(seg: Segment, sel: Selection, part: tuple[int, int]) -> Iterator[bytes]:
-    k, n = part
-    for _, raw in iter_raw_lines(seg):
+def _active_rows(seg: Segment, sel: Selection, skip: frozenset[int]) -> Iterator[bytes]:
+    for n, raw in iter_raw_lines(seg):
+        if n in skip:
+            continue
         try:
             key = _key_decoder.decode(raw)
         except msgspec.DecodeError as exc:
             _logger.warning("%s: skipped an unreadable record: %s", seg.name, exc)
             continue
         ev = key.event
-        if key.replay_id is not None or session_part(ev.session_id, n) != k:
+        if key.replay_id is not None:
             continue
         if sel.matches(ev.id, ev.ts.timestamp() * 1e6, ev.event, ev.session_id):
             yield raw
 
 
 def select(
-    data_dir: str | Path, sel: Selection, *, part: tuple[int, int] = (0, 1)
+    data_dir: str | Path,
+    sel: Selection,
+    *,
+    segs: list[Segment] | None = None,
+    skip: Mapping[str, frozenset[int]] | None = None,
 ) -> Iterator[Selected]:
     """The baseline records a replay job evaluates, once per event id, in log order.
+
+    `segs` reads only those segments (default: all, in log order); `skip` then names the
+    rows (segment name -> row numbers from 1) that are later copies of an event stored
+    twice (`replay.parts.duplicates`). Without `skip`, the copies are found while reading.
 
     Example:
         >>> [s.base.event.id for s in select(tempfile.mkdtemp(), Selection(session="s1"))]
         []
     """
-    seen: set[str] = set()
-    for seg in segments(data_dir):
-        rows = _sealed_rows(seg, sel, part) if seg.kind == "sealed" else None
-        for raw in rows if rows is not None else _active_rows(seg, sel, part):
+    seen: set[str] | None = set() if skip is None else None
+    for seg in segments(data_dir) if segs is None else segs:
+        hidden = skip.get(seg.name, _NONE) if skip is not None else _NONE
+        rows = _sealed_rows(seg, sel, hidden) if seg.kind == "sealed" else None
+        for raw in rows if rows is not None else _active_rows(seg, sel, hidden):
             try:
                 base = _base_decoder.decode(raw)
             except msgspec.DecodeError as exc:
                 _logger.warning("%s: skipped an unreadable record: %s", seg.name, exc)
                 continue
-            ev = base.event
-            if base.replay_id is not None or ev.id in seen:
+            if base.replay_id is not None:
                 continue
-            seen.add(ev.id)
+            if seen is not None:
+                if base.event.id in seen:
+                    continue
+                seen.add(base.event.id)
             yield Selected(raw, base)
 
 

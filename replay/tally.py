@@ -1,15 +1,19 @@
 """Count what a replay found, session by session, in a form jobs can merge.
 
 Rules of this file:
-- A `Tally` is fed one evaluated event at a time, in any order, and `close()` then
-  applies the session rule: events are ordered by (time, event id) inside their
-  session; after the session's first **behavioural** change (`diff.BEHAVIOURAL`) every
-  later event is **counterfactual** (the agent would have acted differently, so that
-  history would not have happened). Counterfactual events are counted apart: their
-  changes are in ``counterfactual_changed`` and ``counterfactual_transitions``, never
-  in ``changed`` and ``transitions``.
-- Jobs own whole sessions, so a closed `Summary` is final for its sessions and
-  `Summary.merge` is plain addition.
+- A `Tally` is fed one evaluated event at a time, in any order. The session rule:
+  events are ordered by (time, event id) inside their session; after the session's
+  first **behavioural** change (`diff.BEHAVIOURAL`) every later event is
+  **counterfactual** (the agent would have acted differently, so that history would
+  not have happened). Counterfactual events are counted apart: their changes are in
+  ``counterfactual_changed`` and ``counterfactual_transitions``, never in ``changed``
+  and ``transitions``.
+- Jobs read disjoint parts of the log, so a session may be spread over several jobs.
+  The rule is applied in two steps: each job's `Tally.partial` (counts, unflagged
+  rows, session ids) is merged in the parent (`Summary.merge` is plain addition);
+  `settle` flags the merged rows and returns each session's first behavioural change;
+  every job's `Tally.after` then counts its events past those. `Tally.close` does all
+  three for a single job.
 - Everything here is plain data that pickles (jobs send their Summary to the parent).
 
 Example:
@@ -26,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HookStats", "Row", "Summary", "Tally"]
+__all__ = ["HookStats", "Row", "Summary", "Tally", "settle"]
 
 HOUR_US = 3_600_000_000
 
@@ -104,6 +108,7 @@ class Summary:
     rows: list[Row] = field(default_factory=list)
     answered: Counter[str] = field(default_factory=Counter)
     llm: dict[str, Counter[str]] = field(default_factory=dict)
+    session_ids: set[str] = field(default_factory=set)  # a partial's sessions, until `settle`
 
     def merge(self, o: Summary) -> None:
         """Add another job's summary (jobs own disjoint sessions)."""
@@ -125,6 +130,7 @@ class Summary:
         for hid, c in o.llm.items():
             self.llm.setdefault(hid, Counter()).update(c)
         self.rows.extend(o.rows)
+        self.session_ids |= o.session_ids
 
 
 class Tally:
@@ -189,49 +195,91 @@ class Tally:
         self.answers.clear()
         self.runs.clear()
 
-    def close(self) -> Summary:
-        """Apply the counterfactual rule per session and return the final counts."""
+    def partial(self) -> Summary:
+        """This job's counts before the session rule: rows not yet flagged or counted, the
+        session ids seen (`settle` finishes a merge of partials; `after` then counts)."""
         self._fold()
         s = self.summary
-        s.sessions += len(self._sessions)
-        for sid, rows in self._pending.items():
-            firsts = [r.key() for r in rows if r.behavioural]
-            first = min(firsts) if firsts else None
-            if first is not None:
-                s.counterfactual += sum(1 for k in self._sessions[sid] if k > first)
-            plain_changes = False
-            for r in rows:
-                r.counterfactual = first is not None and r.key() > first
-                self._count(r)
-                plain_changes = plain_changes or not r.counterfactual
-            s.sessions_changed += plain_changes
-        self._sessions.clear()
+        s.session_ids.update(self._sessions)
+        for rows in self._pending.values():
+            s.rows.extend(rows)
         self._pending.clear()
         return s
 
-    def _count(self, r: Row) -> None:
-        s = self.summary
-        s.rows.append(r)
-        user = s.users.setdefault(r.user, Counter())
-        hour = s.hours.setdefault(r.ts_us // HOUR_US, Counter())
+    def after(self, firsts: dict[str, tuple[int, str]]) -> int:
+        """How many of this job's events come after their session's first behavioural
+        change (`firsts`, from `settle`): the counterfactual events."""
+        n = 0
+        for sid, first in firsts.items():
+            keys = self._sessions.get(sid)
+            if keys is not None:
+                n += sum(1 for k in keys if k > first)
+        return n
+
+    def close(self) -> Summary:
+        """Apply the counterfactual rule per session and return the final counts (one job
+        that owns its sessions whole)."""
+        s = self.partial()
+        s.counterfactual += self.after(settle(s))
+        self._sessions.clear()
+        return s
+
+
+def settle(s: Summary) -> dict[str, tuple[int, str]]:
+    """Apply the session rule to the rows of a merged `Tally.partial` (every job's share):
+    flag counterfactual rows, count them, and return each changed session's first
+    behavioural change (what `Tally.after` compares with).
+
+    Example:
+        >>> settle(Summary())
+        {}
+    """
+    by_session: dict[str, list[Row]] = {}
+    for r in s.rows:
+        by_session.setdefault(r.session_id, []).append(r)
+    s.rows = []
+    firsts: dict[str, tuple[int, str]] = {}
+    for sid, rows in by_session.items():
+        behavioural = [r.key() for r in rows if r.behavioural]
+        first = min(behavioural) if behavioural else None
+        if first is not None:
+            firsts[sid] = first
+        plain_changes = False
+        for r in rows:
+            r.counterfactual = first is not None and r.key() > first
+            _count(s, r)
+            plain_changes = plain_changes or not r.counterfactual
+        s.sessions_changed += plain_changes
+    s.sessions += len(s.session_ids)
+    s.session_ids = set()
+    s.rows.sort(key=Row.key)
+    return firsts
+
+
+def _count(s: Summary, r: Row) -> None:
+    s.rows.append(r)
+    user = s.users.setdefault(r.user, Counter())
+    hour = s.hours.setdefault(r.ts_us // HOUR_US, Counter())
+    if r.counterfactual:
+        s.counterfactual_changed += 1
+        user["counterfactual_changed"] += 1
+        if r.transition:
+            s.counterfactual_transitions[r.transition] += 1
+    else:
+        s.changed += 1
+        user["changed"] += 1
+        hour["changed"] += 1
+        hour[r.transition or "other"] += 1
+        s.kinds.update(r.kinds)
+        if r.transition:
+            s.transitions[r.transition] += 1
+    for hid in r.hooks:
+        hs = s.hooks.get(hid)
+        if hs is None:
+            hs = s.hooks[hid] = HookStats()
         if r.counterfactual:
-            s.counterfactual_changed += 1
-            user["counterfactual_changed"] += 1
-            if r.transition:
-                s.counterfactual_transitions[r.transition] += 1
+            hs.counterfactual_changed += 1
         else:
-            s.changed += 1
-            user["changed"] += 1
-            hour["changed"] += 1
-            hour[r.transition or "other"] += 1
-            s.kinds.update(r.kinds)
+            hs.changed += 1
             if r.transition:
-                s.transitions[r.transition] += 1
-        for hid in r.hooks:
-            hs = self.hook(hid, self.meta.get(hid))
-            if r.counterfactual:
-                hs.counterfactual_changed += 1
-            else:
-                hs.changed += 1
-                if r.transition:
-                    hs.transitions[r.transition] += 1
+                hs.transitions[r.transition] += 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -31,6 +33,7 @@ from engine.sources import load_sources
 from ingest.log import LogWriter, iter_outcomes, segments
 from replay.cli import replay_cmd
 from replay.jobs import replay
+from replay.parts import assign, duplicates
 from replay.runner import Policy, Request
 from replay.select import Selection
 
@@ -178,6 +181,91 @@ def test_sealed_segments_replay_like_active_ones(ds: Dataset) -> None:
         assert (a["digest"], a["changed"], a["transitions"]) == (
             b["digest"], b["changed"], b["transitions"],
         )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- jobs over segments
+
+
+def spread(ds: Dataset, copies: dict[str, list[int]] | None = None) -> list[Any]:
+    """Re-write the dataset's outcomes alternately into chains w1 and w2 (so every
+    session spans both, and `--jobs 2` gives each job one), plus `copies`: chain ->
+    indexes of outcomes stored there again under another settings_id (a re-delivery
+    evaluated after a reload), with a different decision."""
+    outcomes = list(iter_outcomes(ds.data))
+    for seg in segments(ds.data):
+        seg.path.unlink()
+    for name, parity in (("w1", 0), ("w2", 1)):
+        with LogWriter.open(ds.data, name) as w:
+            w.append_batch([o for i, o in enumerate(outcomes) if i % 2 == parity])
+            again = [
+                msgspec.structs.replace(outcomes[i], settings_id="reloaded", decision="deny",
+                                        reason="copy")
+                for i in (copies or {}).get(name, [])
+            ]  # fmt: skip
+            if again:
+                w.append_batch(again)
+    return outcomes
+
+
+def same_result(a: dict[str, Any], b: dict[str, Any]) -> None:
+    keys = ("selected", "events", "changed", "counterfactual", "counterfactual_changed",
+            "transitions", "counterfactual_transitions", "sessions", "by_user", "digest")  # fmt: skip
+    assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+    rows = [(r["event_id"], r["transition"], r["counterfactual"]) for r in a["changes"]]
+    assert rows == [(r["event_id"], r["transition"], r["counterfactual"]) for r in b["changes"]]
+
+
+def test_sessions_spread_over_jobs_settle_like_one_job(ds: Dataset) -> None:
+    spread(ds)
+    groups = assign(segments(ds.data), 2)
+    assert [[s.worker for s in g] for g in groups] in ([["w1"], ["w2"]], [["w2"], ["w1"]])
+    strict = strict_settings(ds)
+    one = run(ds, strict, policy={"store": "changed"})
+    two = run(ds, strict, jobs=2, policy={"store": "changed"})
+    same_result(one, two)
+    # the same flips as the single-chain log of test_stricter_policy_gives_exactly_...
+    assert two["changed"] == 3 and two["counterfactual"] == 3
+    assert two["counterfactual_changed"] == 1 and two["sessions"] == {"changed": 3, "total": 4}
+    # counterfactual events are not stored, whichever job found them
+    assert one["stored"]["outcomes"] == two["stored"]["outcomes"] == 3
+
+
+def test_an_event_stored_twice_is_replayed_once_whatever_the_jobs(ds: Dataset) -> None:
+    outcomes = spread(ds, {"w1": [1, 2], "w2": [3]})  # 1 in w2 then w1; 2 twice in w1; 3 in w2
+    skip = duplicates(segments(ds.data))
+    # log order is (worker, seq, row): w1 holds 0,2,4,6,8 (rows 1-5) then the copies of
+    # 1 and 2 (rows 6, 7); w2 holds 1,3,5,7,9 (rows 1-5) then the copy of 3 (row 6).
+    # First copies: 1 -> w1 row 6; 2 -> w1 row 2; 3 -> w2 row 2.
+    assert skip == {"active/w1/00000001.jsonl": frozenset({7}),
+                    "active/w2/00000001.jsonl": frozenset({1, 6})}  # fmt: skip
+    strict = strict_settings(ds)
+    one, two = run(ds, strict), run(ds, strict, jobs=2)
+    same_result(one, two)
+    assert two["selected"] == len(EVENTS) == len(outcomes)
+    # event 1 (s1's push --force) is judged against its first copy (w1 comes before w2),
+    # a recorded deny "copy": the strict deny only changes the reason
+    push = outcomes[1].event.id
+    (row,) = [r for r in two["changes"] if r["event_id"] == push]
+    assert (row["baseline"], row["transition"], row["kinds"]) == ("deny", None, ["reason"])
+    assert row["baseline_reason"] == "copy"
+    with LogWriter.open(ds.data, "w1") as w:
+        assert w.seal() is not None
+    sealed = run(ds, strict, jobs=2)
+    same_result(one, sealed)
+    assert duplicates(segments(ds.data)) == {
+        "sealed/w1/00000001.parquet": frozenset({7}), "active/w2/00000001.jsonl": frozenset({1, 6}),
+    }  # fmt: skip
+
+
+def test_a_failing_job_fails_the_replay_and_leaves_no_process(ds: Dataset) -> None:
+    spread(ds)
+    bad = ds.root / "bad_hooks.py"
+    bad.write_text("import os\ndef die(event):\n    os._exit(3)\n")
+    dying = ds.settings("dying", [{"type": "python", "callable": "bad_hooks.py:die"}])
+    before = set(multiprocessing.active_children())
+    with pytest.raises(RuntimeError, match=r"replay job \d died \(exit code 3\)"):
+        run(ds, dying, jobs=2)
+    assert set(multiprocessing.active_children()) == before
 
 
 # ----------------------------------------------------------------------------- a stricter policy
