@@ -24,6 +24,9 @@ Rules of this file:
   which the job turns into per-hook counts.
 - Executors are created on first use and closed by `aclose`; given ones (tests, callers
   with their own model client) replace the default of their hook type.
+- At most ``concurrency`` hooks run at once (per job) outside this process: the sandbox
+  helper holds that limit itself (so that requests queue there and a busy job never
+  leaves it idle); other executors wait here for a slot. Python hooks are not counted.
 
 Example:
     >>> Policy().describe()
@@ -84,9 +87,12 @@ class Answers:
         *,
         workdir: str | None = None,
         executors: dict[str, Executor] | None = None,
+        concurrency: int = 32,
     ) -> None:
         self.policy = policy
         self.workdir = workdir
+        self.concurrency = max(1, concurrency)
+        self._slots: asyncio.Semaphore | None = None
         self.python = PythonExecutor()
         self.missing = MissingExecutor()
         self.llm_stats: dict[str, Counter[str]] = {}
@@ -107,7 +113,7 @@ class Answers:
         if kind == "command" and self.policy.exec == "sandbox":
             from replay.sandbox import SandboxExecutor
 
-            sandbox = self._sandbox = SandboxExecutor()
+            sandbox = self._sandbox = SandboxExecutor(concurrency=self.concurrency)
             return sandbox
         if kind == "command":
             from engine.executors.command import CommandExecutor
@@ -169,7 +175,7 @@ class Answers:
                 return None
         if llm:
             how.append((hid, "executed"))
-            return self._ask(inv)
+            return self._limited(self._ask(inv))
         if kind not in _EXEC_TYPES:
             how.append((hid, "executed"))
             return self.missing.run(inv)
@@ -181,7 +187,15 @@ class Answers:
             env_file = inv.env.get("CLAUDE_ENV_FILE")
             if env_file:  # as `Engine.run_hooks` does before running hooks
                 Path(env_file).parent.mkdir(parents=True, exist_ok=True)
-        return self.executor(kind).run(inv)
+        ex = self.executor(kind)
+        return ex.run(inv) if ex is self._sandbox else self._limited(ex.run(inv))
+
+    async def _limited(self, answer: Coroutine[Any, Any, RawResult]) -> RawResult:
+        """Await `answer` in one of the ``concurrency`` slots."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.concurrency)
+        async with self._slots:
+            return await answer
 
     async def _ask(self, inv: Invocation) -> RawResult:
         """Ask an LLM hook once, or `samples` times and keep the majority verdict."""

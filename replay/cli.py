@@ -117,14 +117,14 @@ def _fail(message: str) -> None:
     type=click.IntRange(1, 256),
     default=1,
     show_default=True,
-    help="Processes to use (events are partitioned by session).",
+    help="Processes to use (each reads its own segments of the log).",
 )
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 4096),
     default=32,
     show_default=True,
-    help="Events with running hooks in flight per job.",
+    help="Hooks running at once per job (sandbox, live LLM, http).",
 )
 @click.option(
     "--format",

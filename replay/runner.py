@@ -9,7 +9,9 @@ Rules of this file:
 - The posture is the candidate settings' for the event when they set one, else the
   recorded one (`Policy.posture` overrides both); the profile is the recorded one.
 - Events whose hooks all answer inline are finished without the event loop; the others
-  run as tasks, at most `concurrency` events at a time per job.
+  run as tasks: at most ``concurrency`` hooks at a time per job (`replay.answers`), and
+  ``_QUEUE`` times as many events in flight, so that hooks keep running while the job
+  reads the next segment.
 - A job reads whole segments (`replay.parts.assign`), so one session may be spread
   over several jobs: a job returns a `JobResult` with its `Tally.partial` (which pickles;
   `replay.jobs` merges them and applies the session rule) and keeps its session keys
@@ -47,6 +49,7 @@ __all__ = ["JobResult", "Policy", "Request", "progress_counter", "run_job"]
 Posture = Literal["compat", "enforcing"]
 Profile = Literal["current", "legacy"]
 _EMPTY: dict[str, Any] = {}
+_QUEUE = 8  # events in flight per hook slot
 # Events read so far, in shared memory that forked job processes inherit (for progress
 # lines; a lost update between two jobs only makes a progress line a little low).
 PROGRESS: Any = None
@@ -125,7 +128,9 @@ class Job:
         self.base = (
             load_sources(req.baseline, project_dir=req.project_dir) if req.baseline else None
         )
-        self.answers = Answers(req.policy, workdir=req.project_dir, executors=executors)
+        self.answers = Answers(
+            req.policy, workdir=req.project_dir, executors=executors, concurrency=req.concurrency
+        )
         self.tally = Tally()
         self.result = JobResult(self.tally.summary)
         self._chains: dict[str, tuple[int, str]] = {}
@@ -301,7 +306,7 @@ class Job:
     async def run(self) -> JobResult:
         """Evaluate every selected event of this job's sessions."""
         req = self.req
-        limit = asyncio.Semaphore(max(1, req.concurrency))
+        limit = asyncio.Semaphore(max(1, req.concurrency) * _QUEUE)
         inflight: set[asyncio.Task[None]] = set()
         failures: list[BaseException] = []
 

@@ -23,8 +23,9 @@ It is a guard against accidents (a hook that deploys, posts to Slack or reads ``
 not a security boundary: a hook can still write wherever this user can by absolute path.
 
 The helper is ``python -m replay.sandbox``: it reads pickled Invocations (length-prefixed
-frames) on stdin, runs them concurrently with a `CommandExecutor`, and writes msgpack
-RawResults tagged with the request number on stdout. One helper serves one replay job.
+frames) on stdin, runs up to ``concurrency`` of them at once with a `CommandExecutor`
+(the others wait in its queue), and writes msgpack RawResults tagged with the request
+number on stdout. One helper serves one replay job.
 
 Example:
     >>> sorted(scrubbed_env({"PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "x"}, "/tmp/h"))
@@ -118,10 +119,17 @@ class SandboxExecutor:
         True
     """
 
-    def __init__(self, *, environ: Mapping[str, str] | None = None, grace: float = 1.0) -> None:
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str] | None = None,
+        grace: float = 1.0,
+        concurrency: int = 32,
+    ) -> None:
         self.prefix, self.network = network_isolation()
         self.environ = dict(os.environ if environ is None else environ)
         self.grace = grace
+        self.concurrency = max(1, concurrency)
         self.spawned = 0
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[RawResult]] = {}
@@ -136,7 +144,7 @@ class SandboxExecutor:
         env = scrubbed_env(self.environ, tempfile.gettempdir())
         env["PYTHONPATH"] = root
         proc = await asyncio.create_subprocess_exec(
-            *prefix, sys.executable, "-m", "replay.sandbox", str(self.grace),
+            *prefix, sys.executable, "-m", "replay.sandbox", str(self.grace), str(self.concurrency),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=tempfile.gettempdir(),
         )  # fmt: skip
         assert proc.stdout is not None
@@ -225,7 +233,7 @@ class SandboxExecutor:
 # ----------------------------------------------------------------------------- the helper
 
 
-async def _serve(grace: float) -> None:
+async def _serve(grace: float, concurrency: int) -> None:
     from engine.executors.command import CommandExecutor
 
     root = Path(tempfile.mkdtemp(prefix="hookaudit-sandbox-"))
@@ -240,10 +248,15 @@ async def _serve(grace: float) -> None:
     out.write(_READY)
     out.flush()
     tasks: set[asyncio.Task[None]] = set()
+    slots = asyncio.Semaphore(concurrency)
 
     free: list[Path] = []  # empty working directories, ready for the next hook
 
     async def one(rid: int, inv: Invocation) -> None:
+        async with slots:
+            await run(rid, inv)
+
+    async def run(rid: int, inv: Invocation) -> None:
         work = free.pop() if free else root / f"run-{rid}"
         work.mkdir(exist_ok=True)
         extra = dict(inv.env)
@@ -282,4 +295,5 @@ async def _serve(grace: float) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(_serve(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0))
+    args = sys.argv[1:]
+    asyncio.run(_serve(float(args[0]) if args else 1.0, int(args[1]) if len(args) > 1 else 32))

@@ -13,8 +13,8 @@ Rules of this file:
   (worker, then seq, then row), so the same log always gives the same selection.
   Reading the whole log in order, `select` finds the later copies itself; a job that
   reads only some segments (`segs`) is told them (`skip`, from `replay.parts`).
-- Records are decoded lazily: `Selected.base` holds the decision fields only (cheap);
-  `Selected.outcome()` decodes the whole record, runs included, when a job needs them.
+- Records are decoded lazily: `Selected.base` holds the decision fields, its runs as raw
+  JSON (`Selected.runs()` parses just them); `Selected.outcome()` decodes the whole record.
 
 Example:
     >>> sel = Selection(since=parse_when("2026-03-01"), event=("PreToolUse",))
@@ -52,6 +52,7 @@ _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _FLAT = ("id", "ts", "event", "session_id", "replay_id", "record")
 _NONE: frozenset[int] = frozenset()
+_NO_RUNS = msgspec.Raw(b"[]")
 
 
 def parse_when(text: str, *, now: datetime | None = None) -> datetime:
@@ -120,7 +121,8 @@ class Selection:
 
 
 class BaseRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """The decision fields of a stored Outcome (what a diff reads), without its runs."""
+    """The decision fields of a stored Outcome (what a diff reads); its runs are kept
+    undecoded (`Selected.runs` decodes them when a job needs them)."""
 
     event: HookEvent
     settings_id: str
@@ -137,19 +139,16 @@ class BaseRecord(msgspec.Struct, frozen=True, kw_only=True):
     stop_reason: str | None = None
     specific: dict[str, Any] = msgspec.field(default_factory=dict)
     errors: list[str] = msgspec.field(default_factory=list)
+    runs: msgspec.Raw = msgspec.field(default_factory=lambda: _NO_RUNS)
     replay_id: str | None = None
     worker: str = ""
     seq: int = 0
     hash: str = ""
 
 
-class _Runs(msgspec.Struct):
-    runs: list[HookRun] = msgspec.field(default_factory=list)
-
-
 _base_decoder = msgspec.json.Decoder(BaseRecord)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
-_runs_decoder = msgspec.json.Decoder(_Runs)
+_runs_decoder = msgspec.json.Decoder(list[HookRun])
 
 
 class _EventKey(msgspec.Struct):
@@ -189,7 +188,7 @@ class Selected:
             self._runs = (
                 self._outcome.runs
                 if self._outcome is not None
-                else _runs_decoder.decode(self.line).runs
+                else _runs_decoder.decode(self.base.runs)
             )
         return self._runs
 
@@ -319,8 +318,13 @@ def _views(records: Any, keep: list[int] | None) -> Iterator[memoryview]:
 
 
 def _active_rows(seg: Segment, sel: Selection, skip: frozenset[int]) -> Iterator[bytes]:
+    everything = sel.session is None and not sel.event and sel.ids is None
+    everything = everything and sel.since is None and sel.until is None
     for n, raw in iter_raw_lines(seg):
         if n in skip:
+            continue
+        if everything:  # no filter to apply before `select` decodes the record
+            yield raw
             continue
         try:
             key = _key_decoder.decode(raw)

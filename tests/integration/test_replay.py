@@ -392,6 +392,29 @@ def test_sandbox_hides_secrets_and_runs_in_a_temp_dir(
     assert ds.counted() == BASH_EVENTS  # the unchanged counter hook was reused, not run
 
 
+def overlap(lines: list[str]) -> int:
+    """The most hooks running at once, from their "start NS" / "end NS" lines."""
+    marks = sorted((int(t), 1 if kind == "start" else -1) for kind, t in map(str.split, lines))
+    running = most = 0
+    for _, step in marks:
+        running += step
+        most = max(most, running)
+    return most
+
+
+@pytest.mark.parametrize("exec_", ["sandbox", "allow"])
+def test_at_most_concurrency_hooks_run_at_once(ds: Dataset, exec_: str) -> None:
+    times = ds.root / "times.txt"
+    slow = (f"echo start $(date +%s%N) >> {times}; sleep 0.3; "
+            f"echo end $(date +%s%N) >> {times}; cat > /dev/null")  # fmt: skip
+    settings = ds.settings("slow", [{"type": "command", "command": slow}])
+    rep = run(ds, settings, concurrency=2, policy={"exec": exec_})
+    assert rep["hooks"]["executed"] >= BASH_EVENTS
+    lines = times.read_text().splitlines()
+    assert len(lines) == 2 * BASH_EVENTS
+    assert overlap(lines) == 2  # the others wait (in the sandbox helper's queue)
+
+
 def test_sandbox_without_network_isolation_still_runs_hooks(tmp_path: Path) -> None:
     from engine.records import HookIdentity
     from engine.settings import CommandHook
