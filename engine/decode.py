@@ -47,7 +47,6 @@ from engine.hook_json import (
     is_async_form,
     read_object,
     read_text,
-    sanitize,
     short,
 )
 from engine.records import HookIdentity, HookRun
@@ -265,14 +264,14 @@ def decode(inv: Invocation, raw: RawResult, *, profile: Profile = "current") -> 
                 "noop", message=raw.error or "Agent hook cancelled", error_kind="cancelled"
             )
         return _error(raw.error_kind, raw.error or f"hook {raw.error_kind.replace('_', ' ')}")
+    if kind == "python":  # first: replay runs python hooks inline by the million
+        return _decode_python(inv, raw, es, profile)
     if kind in ("command", "mcp_tool"):
         return _decode_command(inv, raw, es, profile)
     if kind == "http":
         return _decode_http(inv, raw, es, profile)
     if kind in ("prompt", "agent"):
         return _decode_llm(inv, raw, es, profile)
-    if kind == "python":
-        return _decode_python(inv, raw, es, profile)
     return _error("unknown_type", f"no executor for hook type {cap(kind)[0]!r}")
 
 
@@ -457,7 +456,8 @@ def _decode_python(inv: Invocation, raw: RawResult, es: EventSpec, profile: Prof
             "schema", f"python hook must return a dict or None, got {type(value).__name__}"
         )
     try:  # normalise to plain JSON values (tuples, subclasses…) and prove it is loggable
-        obj = sanitize(msgspec.json.decode(msgspec.json.encode(value)))
+        # No `sanitize` needed: msgspec refuses to encode lone surrogates (an error below).
+        obj = msgspec.json.decode(msgspec.json.encode(value))
     except Exception as exc:  # a hook's return value may hold anything
         return _error(
             "schema", f"python hook returned a value that is not JSON: {type(exc).__name__}: {exc}"

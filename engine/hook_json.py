@@ -300,10 +300,10 @@ def read_object(
 ) -> ObjectRead | SchemaError:
     """Validate a sync object (§3.2) and read what this event honours (§1, §3.3, §3.4)."""
     for key, types in _TOP_TYPES.items():
-        bad = _type_error("", key, _get(obj, key), types)
+        bad = _type_error("", key, obj.get(key), types)
         if bad is not None:
             return bad
-    top = _get(obj, "decision")
+    top = obj.get("decision")
     if top is not None and top not in ("block", "approve"):
         return SchemaError(
             "schema",
@@ -337,7 +337,7 @@ def read_object(
         if bad is not None:
             return bad
     blockable = can_block(es, profile, inv.payload)
-    read.reason = _get(obj, "reason")
+    read.reason = obj.get("reason")
     if es.name == "PreToolUse":
         bad = _read_pretool(hso if "permissionDecision" in honoured else None, top, read, profile)
         if bad is not None:
@@ -365,10 +365,10 @@ def read_object(
         read.block = blockable  # legacy: a declining hook also sets a blocking error (§3.4)
         read.reason = read.reason if read.reason is not None else "Elicitation declined by hook"
     if es.name not in _DISCARD_SYSTEM_MESSAGE:
-        read.system_message = _get(obj, "systemMessage")
-    if es.name not in _DISCARD_CONTINUE and not es.informational and _get(obj, "continue") is False:
+        read.system_message = obj.get("systemMessage")
+    if es.name not in _DISCARD_CONTINUE and not es.informational and obj.get("continue") is False:
         read.continue_ = False
-        read.stop_reason = _get(obj, "stopReason")
+        read.stop_reason = obj.get("stopReason")
     _read_terminal(obj, read)
     return read
 

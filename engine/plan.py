@@ -20,7 +20,9 @@ import hashlib
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
+
+import msgspec
 
 from engine import match
 from engine.effects import Invocation
@@ -55,8 +57,13 @@ class Skipped:
     why: str
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(msgspec.Struct, frozen=True):
+    """The hooks that run for one event, in configuration order, and those that do not.
+
+    A msgspec Struct rather than a frozen dataclass: one is built per event, and a
+    Struct is built several times faster.
+    """
+
     invocations: tuple[Invocation, ...]
     skipped: tuple[Skipped, ...] = ()
 
@@ -156,15 +163,24 @@ class _Prepared:
     timeout: float
     env: Mapping[str, str]
     hook_id: str
+    env_file: bool  # it gets a CLAUDE_ENV_FILE (a bash command hook on an env-file event)
 
 
-_Prefiltered = tuple[tuple[_Prepared, ...], tuple[Skipped, ...]]
+@dataclass(frozen=True, slots=True)
+class _Prefiltered:
+    """The part of planning that depends only on (event, query): memoised per Effective."""
+
+    prepared: tuple[_Prepared, ...]
+    skipped: tuple[Skipped, ...]
+    # What `_choose` returns whatever the payload (no `if` rule, no skill `once`
+    # hook): computed once here; None when the payload must be read.
+    static: tuple[_Prepared, ...] | None
+    nothing: Plan  # the plan when no hook passed the prefilter (shared: it is immutable)
 
 
 def _prefilter(
     event: str, query: str | None, eff: Effective, profile: Profile, dialect: match.Dialect
 ) -> _Prefiltered:
-    """The part of planning that depends only on (event, query): memoised per Effective."""
     kept: list[_Prepared] = []
     skipped: list[Skipped] = []
     if_ok = match.if_allowed_on(event, profile)
@@ -192,10 +208,66 @@ def _prefilter(
                 env["CLAUDE_PLUGIN_DATA"] = entry.plugin_data
         timeout = default_timeout(event, h, profile)
         identity = identity_of(entry)
-        kept.append(
-            _Prepared(entry, identity, _dedup_key(entry), rule, timeout, env, identity.key())
+        env_file = (
+            event in _ENV_FILE_EVENTS and isinstance(h, CommandHook) and h.shell in (None, "bash")
         )
-    return tuple(kept), tuple(skipped)
+        kept.append(
+            _Prepared(
+                entry, identity, _dedup_key(entry), rule, timeout, env, identity.key(), env_file
+            )
+        )
+    prepared = tuple(kept)
+    static = None
+    if not any(p.rule is not None or _once_applies(p) for p in prepared):
+        static = _choose(prepared, {}, (), home="", profile=profile)[0]
+    return _Prefiltered(prepared, tuple(skipped), static, Plan((), tuple(skipped)))
+
+
+def _once_applies(p: _Prepared) -> bool:
+    """``once`` is honoured only on skill hooks (spec §4.2)."""
+    return bool(p.entry.hook.once) and p.entry.scope == "skill"
+
+
+def _choose(
+    prepared: tuple[_Prepared, ...],
+    payload: Mapping[str, Any],
+    once_done: Collection[tuple[str, str]],
+    *,
+    home: str,
+    profile: Profile,
+) -> tuple[tuple[_Prepared, ...], tuple[Skipped, ...]]:
+    """Apply ``once``, `if` and dedup (per root, last wins) to prepared hooks, in order."""
+    cwd_value = payload.get("cwd")
+    cwd = cwd_value if isinstance(cwd_value, str) else ""
+    session_value = payload.get("session_id")
+    session = session_value if isinstance(session_value, str) else ""
+    skipped: tuple[Skipped, ...] = ()
+    kept: dict[object, _Prepared] = {}
+    for p in prepared:
+        if once_done and _once_applies(p) and (session, p.hook_id) in once_done:
+            skipped += (Skipped(p.entry.scope, p.entry.file, p.entry.hook.type, "once"),)
+            continue
+        if p.rule is not None:
+            tool_name = payload.get("tool_name")
+            tool_input = payload.get("tool_input")
+            if not isinstance(tool_name, str) or not match.if_matches(
+                p.rule,
+                tool_name,
+                tool_input if isinstance(tool_input, Mapping) else {},
+                cwd=cwd,
+                home=home,
+                source_root=p.entry.base_dir,
+                profile=profile,
+            ):
+                skipped += (Skipped(p.entry.scope, p.entry.file, p.entry.hook.type, "if"),)
+                continue
+        if p.dedup is None:
+            kept[p.entry.order] = p
+        else:
+            kept.pop(p.dedup, None)  # last wins, at its own position
+            kept[p.dedup] = p
+    chosen = sorted(kept.values(), key=lambda p: p.entry.order) if len(kept) > 1 else kept.values()
+    return tuple(chosen), skipped
 
 
 _EMPTY = Plan(())
@@ -228,49 +300,22 @@ def plan(
         return _EMPTY
     query = match_query(event, payload)
     key = (event, query, profile, dialect)
-    cached = cast(_Prefiltered | None, eff.plan_cache.get(key))
+    cached: _Prefiltered | None = eff.plan_cache.get(key)  # type: ignore[assignment]
     if cached is None:
         cached = _prefilter(event, query, eff, profile, dialect)
         if len(eff.plan_cache) < _CACHE_LIMIT:
             eff.plan_cache[key] = cached
-    prepared, skipped_static = cached
-    if not prepared:
-        return Plan((), skipped_static)
+    if not cached.prepared:
+        return cached.nothing
+    chosen = cached.static
+    skipped = cached.skipped
+    if chosen is None:
+        chosen, skipped_now = _choose(
+            cached.prepared, payload, once_done, home=home, profile=profile
+        )
+        skipped += skipped_now
     cwd_value = payload.get("cwd")
     cwd = cwd_value if isinstance(cwd_value, str) else ""
-    skipped: tuple[Skipped, ...] = skipped_static
-    kept: dict[object, _Prepared] = {}
-    session_value = payload.get("session_id")
-    session = session_value if isinstance(session_value, str) else ""
-    for p in prepared:
-        if (
-            once_done
-            and p.entry.hook.once
-            and p.entry.scope == "skill"
-            and (session, p.hook_id) in once_done
-        ):
-            skipped += (Skipped(p.entry.scope, p.entry.file, p.entry.hook.type, "once"),)
-            continue
-        if p.rule is not None:
-            tool_name = payload.get("tool_name")
-            tool_input = payload.get("tool_input")
-            if not isinstance(tool_name, str) or not match.if_matches(
-                p.rule,
-                tool_name,
-                tool_input if isinstance(tool_input, Mapping) else {},
-                cwd=cwd,
-                home=home,
-                source_root=p.entry.base_dir,
-                profile=profile,
-            ):
-                skipped += (Skipped(p.entry.scope, p.entry.file, p.entry.hook.type, "if"),)
-                continue
-        if p.dedup is None:
-            kept[p.entry.order] = p
-        else:
-            kept.pop(p.dedup, None)  # last wins, at its own position
-            kept[p.dedup] = p
-    chosen = sorted(kept.values(), key=lambda p: p.entry.order) if len(kept) > 1 else kept.values()
     budget = _sessionend_budget(eff, sessionend_budget_ms) if event == "SessionEnd" else None
     project_dir = eff.project_dir or cwd
     invocations = []
@@ -278,11 +323,7 @@ def plan(
         entry = p.entry
         timeout = p.timeout if budget is None else min(p.timeout, budget)
         env = {**p.env, "CLAUDE_PROJECT_DIR": project_dir}
-        if (
-            event in _ENV_FILE_EVENTS
-            and isinstance(entry.hook, CommandHook)
-            and (entry.hook.shell in (None, "bash"))
-        ):
+        if p.env_file:
             session_id = payload.get("session_id")
             env["CLAUDE_ENV_FILE"] = _env_file(
                 home, session_id if isinstance(session_id, str) else "", event, index

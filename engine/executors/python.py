@@ -36,7 +36,8 @@ class PythonExecutor:
     """Runs python hooks in this process."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, Callable[..., Any]] = {}
+        # spec -> (callable, whether it is an ``async def``): asked once, not per event.
+        self._cache: dict[str, tuple[Callable[..., Any], bool]] = {}
 
     @staticmethod
     def resolve(spec: str) -> Callable[..., Any]:
@@ -56,11 +57,12 @@ class PythonExecutor:
             raise TypeError(f"{spec} is not callable")
         return obj  # type: ignore[no-any-return]
 
-    def _get(self, spec: str) -> Callable[..., Any]:
-        fn = self._cache.get(spec)
-        if fn is None:
-            fn = self._cache[spec] = self.resolve(spec)
-        return fn
+    def _get(self, spec: str) -> tuple[Callable[..., Any], bool]:
+        hit = self._cache.get(spec)
+        if hit is None:
+            fn = self.resolve(spec)
+            hit = self._cache[spec] = (fn, inspect.iscoroutinefunction(fn))
+        return hit
 
     def is_sync(self, inv: Invocation) -> bool:
         """Whether `call_sync` will answer this hook (it is not an ``async def``).
@@ -71,10 +73,10 @@ class PythonExecutor:
         hook = inv.hook
         assert isinstance(hook, PythonHook)
         try:
-            fn = self._get(hook.callable)
+            _, is_async = self._get(hook.callable)
         except Exception:
             return True
-        return not inspect.iscoroutinefunction(fn)
+        return not is_async
 
     def call_sync(self, inv: Invocation) -> RawResult | None:
         """Run a sync callable inline; None when the callable is async (use `run`)."""
@@ -82,16 +84,17 @@ class PythonExecutor:
         assert isinstance(hook, PythonHook)
         start = time.perf_counter()
         try:
-            fn = self._get(hook.callable)
+            fn, is_async = self._get(hook.callable)
         except Exception as exc:  # import errors are the hook's failure, not ours
             return _error("python_import", f"{hook.callable}: {type(exc).__name__}: {exc}", start)
-        if inspect.iscoroutinefunction(fn):
+        if is_async:
             return None
         try:
             value = fn(inv.payload)
         except Exception as exc:
             return _error("python_exception", f"{type(exc).__name__}: {exc}", start)
-        if inspect.isawaitable(value):
+        # None and plain dicts, the usual answers, are never awaitable: skip `inspect`.
+        if value is not None and type(value) is not dict and inspect.isawaitable(value):
             # Calling it again through `run` would run its side effects twice.
             if inspect.iscoroutine(value):
                 value.close()
@@ -109,7 +112,7 @@ class PythonExecutor:
         if quick is not None:
             return quick
         start = time.perf_counter()
-        fn = self._get(hook.callable)
+        fn, _ = self._get(hook.callable)
         try:
             value = await asyncio.wait_for(fn(inv.payload), timeout=inv.timeout)
         except TimeoutError:

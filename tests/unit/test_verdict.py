@@ -395,6 +395,8 @@ def test_python_hooks() -> None:
     loop: dict[str, Any] = {}
     loop["self"] = loop
     assert decode(inv, RawResult(output=loop)).error_kind == "schema"
+    for lone in ({"reason": "\ud800"}, {"\udfff": 1}):  # not loggable: refused, not repaired
+        assert decode(inv, RawResult(output=lone)).error_kind == "schema"
     assert decode(inv, RawResult(output=["not", "a", "dict"])).error_kind == "schema"  # type: ignore[arg-type]
     boom = decode(inv, RawResult(error_kind="python_exception", error="ZeroDivisionError"))
     assert boom.outcome == "error" and boom.message == "ZeroDivisionError"
