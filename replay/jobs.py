@@ -5,10 +5,12 @@ Rules of this file:
   starts; each job process loads them again itself (nothing unpicklable crosses).
 - ``--jobs N`` runs N processes, each reading its own segments of the log
   (`replay.parts.assign`); the parent meanwhile finds the stored copies of re-delivered
-  events (`replay.parts.duplicates`) and sends them to every job before it reads. A
-  job answers with its partial counts; the parent merges them, applies the session
-  rule (`replay.tally.settle`) and sends each session's first behavioural change back;
-  the jobs answer how many of their events come after it (the counterfactual count).
+  events (`replay.parts.duplicates`) and sends them to every job, which starts without
+  them (`replay.parts.LateSkips`: it starts over in the rare case they concern what it
+  has already read, and hooks it ran for those events run again). Each job sends
+  the first behavioural change of each session it saw (`replay.tally.firsts`); the
+  parent sends back the earliest of every job's, with which each job applies the
+  session rule to its part (`Tally.settle`) and sends its result to be added.
   The merged result does not depend on the number of jobs, and neither does the digest.
 - A job that fails sends its exception (re-raised here); one that dies is named with
   its exit code; every job process is stopped before `replay` returns or raises.
@@ -56,9 +58,9 @@ from engine.records import decode_outcome_msgpack
 from engine.sources import Effective, load_sources
 from ingest.log import LogWriter, Segment, segments
 from replay import report as report_mod
-from replay.parts import assign, duplicates
+from replay.parts import LateSkips, Restart, assign, duplicates
 from replay.runner import Job, JobResult, Request, progress_counter
-from replay.tally import Summary, settle
+from replay.tally import Summary, earliest, firsts
 
 __all__ = ["Done", "replay", "store_outcomes", "summary_path", "write_summary"]
 
@@ -75,7 +77,7 @@ class Done:
 
 
 def _merge(results: list[JobResult]) -> JobResult:
-    """Add the jobs' partial results (their sessions not yet settled)."""
+    """Add the jobs' results (`Summary.finish` then counts the sessions)."""
     out = JobResult(Summary())
     for r in results:
         out.summary.merge(r.summary)
@@ -95,18 +97,31 @@ def _merge(results: list[JobResult]) -> JobResult:
 
 def _in_process(req: Request, executors: dict[str, Executor] | None) -> JobResult:
     job = Job(req, 0, executors=executors)
-    merged = _merge([job.run_sync()])
-    merged.summary.counterfactual += job.tally.after(settle(merged.summary))
+    result = job.run_sync()
+    job.tally.settle(firsts(result.summary.rows))
+    merged = _merge([result])
+    merged.summary.finish()
     return merged
 
 
 def _job_process(conn: Connection, req: Request, part: int, segs: list[Segment]) -> None:
-    """A job process: (skip) -> partial JobResult; (firsts) -> counterfactual count."""
+    """A job process: (skip) -> its firsts; (every job's firsts) -> its JobResult."""
+
+    def receive(block: bool) -> Any:
+        return conn.recv() if block or conn.poll() else None
+
     try:
-        job = Job(req, part, segs=segs)
-        job.skip = conn.recv()
-        conn.send(("ok", job.run_sync()))
-        conn.send(("ok", job.tally.after(conn.recv())))
+        late = LateSkips(receive)
+        job = Job(req, part, segs=segs, skip=late)
+        try:
+            result = job.run_sync()
+            late.finish()
+        except Restart:
+            job = Job(req, part, segs=segs, skip=late.known)
+            result = job.run_sync()
+        conn.send(("ok", firsts(result.summary.rows)))
+        job.tally.settle(conn.recv())
+        conn.send(("ok", result))
     except EOFError:  # the parent is gone
         pass
     except BaseException as exc:
@@ -117,6 +132,12 @@ def _job_process(conn: Connection, req: Request, part: int, segs: list[Segment])
             conn.send(("error", (None, text)))
     finally:
         conn.close()
+
+
+def _send(conn: Connection, value: Any) -> None:
+    """Send to a job; one that is gone is reported by `_receive`."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        conn.send(value)
 
 
 def _receive(conn: Connection, proc: BaseProcess) -> Any:
@@ -150,16 +171,14 @@ def _in_processes(req: Request) -> JobResult:
             there.close()
             conns.append(here)
             procs.append(proc)
-        skip = duplicates(segs)  # while the jobs start
+        skip = duplicates(segs)  # while the jobs run
         for conn in conns:
-            conn.send(skip)
+            _send(conn, skip)
+        every = earliest([_receive(c, p) for c, p in zip(conns, procs, strict=True)])
+        for conn in conns:
+            _send(conn, every)
         merged = _merge([_receive(c, p) for c, p in zip(conns, procs, strict=True)])
-        firsts = settle(merged.summary)
-        for conn in conns:
-            conn.send(firsts)
-        merged.summary.counterfactual += sum(
-            _receive(c, p) for c, p in zip(conns, procs, strict=True)
-        )
+        merged.summary.finish()
         return merged
     finally:
         for conn in conns:

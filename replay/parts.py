@@ -10,7 +10,14 @@ Rules of this file:
   two workers) and names every copy but the first in log order (worker, seq, row), the
   one `replay.select.select` keeps when it reads the log alone. Sealed segments are
   scanned through their flat ``id``/``replay_id`` columns with DuckDB; active segments
-  and sealed ones without flat columns by decoding only those two fields of each line.
+  and sealed ones without flat columns line by line (the layout the log writer writes
+  is read without decoding; any other line is decoded). A copy `select` could not read
+  does not count.
+- A job does not wait for `duplicates` (the parent runs it while the jobs start): its
+  `LateSkips` answers "nothing to skip" for the segments it begins before the answer
+  arrives, and raises `Restart` if the answer names a row of one of those (rare: a
+  re-delivered copy in the first segment a job reads); the job then starts over with
+  the answer known.
 - Nothing here writes.
 
 Example:
@@ -24,13 +31,15 @@ Example:
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import msgspec
 
 from ingest.log import Segment, iter_raw_lines
 
-__all__ = ["ACTIVE_ROW_BYTES", "assign", "duplicates"]
+__all__ = ["ACTIVE_ROW_BYTES", "LateSkips", "Restart", "assign", "duplicates"]
 
 _logger = logging.getLogger(__name__)
 ACTIVE_ROW_BYTES = 2048  # a typical stored record (event, decision, runs) as JSON
@@ -80,6 +89,10 @@ class _IdKey(msgspec.Struct):
 
 _id_decoder = msgspec.json.Decoder(_IdKey)
 _FLAT = ("id", "replay_id")
+# How `ingest.log.LogWriter` writes a record: the event's id first, the outcome's
+# replay_id after every nested object (only worker, seq, times and hashes follow it).
+_HEAD_ID = re.compile(rb'\{"event":\{"id":"([^"\\]*)"')
+_LIVE_TAIL = b'null,"worker":'
 
 
 def _flat(seg: Segment) -> bool:
@@ -94,9 +107,19 @@ def _flat(seg: Segment) -> bool:
 
 
 def _line_ids(seg: Segment) -> list[tuple[str, int]]:
-    """(event id, row number) of the live records of a segment read line by line."""
+    """(event id, row number) of the live records of a segment read line by line.
+
+    A line laid out as the log writer writes it is read by its first and last bytes; any
+    other is decoded. A record misread here can only make `duplicates` look closer (its
+    positions are then checked by decoding), never hide a copy.
+    """
     out = []
     for n, raw in iter_raw_lines(seg):
+        m = _HEAD_ID.match(raw)
+        at = raw.rfind(b',"replay_id":')
+        if m is not None and at >= 0 and raw.startswith(_LIVE_TAIL, at + 13):
+            out.append((m.group(1).decode(), n))
+            continue
         try:
             key = _id_decoder.decode(raw)
         except msgspec.DecodeError:
@@ -106,9 +129,28 @@ def _line_ids(seg: Segment) -> list[tuple[str, int]]:
     return out
 
 
+def _selectable(seg: Segment, rows: set[int]) -> set[int]:
+    """The rows (numbers from 1) of a line-read segment that `select` would read as live."""
+    from replay.select import BaseRecord
+
+    decoder = msgspec.json.Decoder(BaseRecord)
+    ok = set()
+    for n, raw in iter_raw_lines(seg):
+        if n in rows:
+            try:
+                if decoder.decode(raw).replay_id is None:
+                    ok.add(n)
+            except msgspec.DecodeError:
+                pass
+    return ok
+
+
 def duplicates(segs: list[Segment]) -> dict[str, frozenset[int]]:
     """Every copy but the first (log order) of each live event stored more than once, as
     segment name -> row numbers from 1 (`select`'s `skip`); {} when there is none.
+
+    One DuckDB pass over every live id finds the ids stored more than once (usually
+    none); only then are their copies located and checked.
 
     Example:
         >>> duplicates([])
@@ -121,42 +163,55 @@ def duplicates(segs: list[Segment]) -> dict[str, frozenset[int]]:
     flat = [seg for seg in segs if seg.kind == "sealed" and _flat(seg)]
     by_path = {str(seg.path): seg.name for seg in flat}
     scanned = set(by_path.values())
-    rest: list[tuple[str, str, int]] = []
-    for seg in segs:
-        if seg.name not in scanned:
-            rest.extend((eid, seg.name, n) for eid, n in _line_ids(seg))
-    if not flat and not rest:
+    lines = {seg.name: _line_ids(seg) for seg in segs if seg.name not in scanned}
+    if not flat and not any(lines.values()):
         return {}
     con = duckdb.connect()
     try:
-        lines = pa.table(
-            {
-                "id": pa.array([r[0] for r in rest], pa.string()),
-                "seg": pa.array([r[1] for r in rest], pa.string()),
-                "n": pa.array([r[2] for r in rest], pa.int64()),
-            }
-        )
-        con.register("lines", lines)
-        parts = ["SELECT id, seg, n FROM lines"]
+        rest = [(eid, name, n) for name, found in lines.items() for eid, n in found]
+        con.register("lines", pa.table({
+            "id": pa.array([r[0] for r in rest], pa.string()),
+            "seg": pa.array([r[1] for r in rest], pa.string()),
+            "n": pa.array([r[2] for r in rest], pa.int64()),
+        }))  # fmt: skip
+        live = "SELECT id, seg, n FROM lines"
         params: list[Any] = []
         if flat:
-            parts.append(
-                "SELECT id, filename AS seg, file_row_number + 1 AS n "
+            live += (
+                " UNION ALL SELECT id, filename AS seg, file_row_number + 1 AS n "
                 "FROM read_parquet(?, filename = true, file_row_number = true) "
                 "WHERE replay_id IS NULL"
             )
             params.append(list(by_path))
         rows = con.execute(
-            f"WITH live AS ({' UNION ALL '.join(parts)}) "
-            "SELECT id, seg, n FROM live WHERE id IN "
+            f"WITH live AS ({live}) SELECT id, seg, n FROM live WHERE id IN "
             "(SELECT id FROM live GROUP BY id HAVING count(*) > 1)",
             params,
         ).fetchall()
     finally:
         con.close()
+    if not rows:
+        return {}
+    return _later_copies(rows, by_path, order, {seg.name: seg for seg in segs})
+
+
+def _later_copies(
+    rows: list[tuple[str, str, int]],
+    by_path: dict[str, str],
+    order: dict[str, int],
+    named: dict[str, Segment],
+) -> dict[str, frozenset[int]]:
+    """From every copy of the repeated ids, those after the first readable one."""
+    wanted: dict[str, set[int]] = {}
+    for _, seg, n in rows:
+        if seg not in by_path:  # a line-read segment: check what `select` makes of it
+            wanted.setdefault(seg, set()).add(int(n))
+    readable = {name: _selectable(named[name], ns) for name, ns in wanted.items()}
     copies: dict[str, list[tuple[int, int, str]]] = {}
     for eid, seg, n in rows:
         name = by_path.get(seg, seg)
+        if name in readable and int(n) not in readable[name]:
+            continue
         copies.setdefault(eid, []).append((order[name], int(n), name))
     skip: dict[str, set[int]] = {}
     for found in copies.values():
@@ -168,3 +223,60 @@ def duplicates(segs: list[Segment]) -> dict[str, frozenset[int]]:
             "%d stored copies of re-delivered events left out", sum(map(len, skip.values()))
         )
     return {name: frozenset(ns) for name, ns in skip.items()}
+
+
+class Restart(Exception):
+    """The copies to skip arrived too late: a segment already read holds one of them."""
+
+
+_NONE: frozenset[int] = frozenset()
+
+
+class LateSkips(Mapping[str, frozenset[int]]):
+    """`select`'s `skip`, filled in when `receive` (polled, never blocking until `finish`)
+    delivers the parent's `duplicates`.
+
+    Example:
+        >>> late = LateSkips(lambda block: {"active/w1/00000001.jsonl": frozenset({2})})
+        >>> late.get("sealed/w1/00000001.parquet", frozenset())
+        frozenset()
+        >>> late.finish()
+        >>> late.known
+        {'active/w1/00000001.jsonl': frozenset({2})}
+    """
+
+    def __init__(self, receive: Callable[[bool], Mapping[str, frozenset[int]] | None]) -> None:
+        self.receive = receive  # receive(block): the answer, or None when not there yet
+        self.known: Mapping[str, frozenset[int]] | None = None
+        self.early: list[str] = []  # segments begun before the answer
+
+    def _poll(self, block: bool) -> None:
+        if self.known is None:
+            got = self.receive(block)
+            if got is not None:
+                self.known = got
+                if any(got.get(name) for name in self.early):
+                    raise Restart(f"re-delivered copies in {', '.join(self.early)}")
+
+    def get(self, name: str, default: Any = _NONE) -> Any:
+        self._poll(False)
+        if self.known is None:
+            self.early.append(name)
+            return default
+        return self.known.get(name, default)
+
+    def finish(self) -> None:
+        """Wait for the answer (a job that read everything before it came); may `Restart`."""
+        self._poll(True)
+
+    def __getitem__(self, name: str) -> frozenset[int]:
+        value: frozenset[int] = self.get(name, None)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.known or {})
+
+    def __len__(self) -> int:
+        return len(self.known or {})

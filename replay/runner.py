@@ -42,7 +42,7 @@ from replay.answers import Answers, How, Policy
 from replay.diff import attribute, compare, event_label, hook_meta
 from replay.recorded import RecordedExecutor
 from replay.select import BaseRecord, ChainPosition, Selected, Selection, select
-from replay.tally import Row, Summary, Tally, settle
+from replay.tally import Row, Summary, Tally, firsts
 
 __all__ = ["JobResult", "Policy", "Request", "progress_counter", "run_job"]
 
@@ -376,5 +376,6 @@ def run_job(req: Request, part: int, executors: dict[str, Executor] | None = Non
     """
     job = Job(req, part, executors=executors)
     result = job.run_sync()
-    result.summary.counterfactual += job.tally.after(settle(result.summary))
+    job.tally.settle(firsts(result.summary.rows))
+    result.summary.finish()
     return result

@@ -9,11 +9,11 @@ Rules of this file:
   ``counterfactual_changed`` and ``counterfactual_transitions``, never in ``changed``
   and ``transitions``.
 - Jobs read disjoint parts of the log, so a session may be spread over several jobs.
-  The rule is applied in two steps: each job's `Tally.partial` (counts, unflagged
-  rows, session ids) is merged in the parent (`Summary.merge` is plain addition);
-  `settle` flags the merged rows and returns each session's first behavioural change;
-  every job's `Tally.after` then counts its events past those. `Tally.close` does all
-  three for a single job.
+  The rule is applied in two steps: each job sends the `firsts` of its rows (after
+  `Tally.partial`) to the parent, which merges them (`earliest`) and sends them back;
+  each job then `Tally.settle`s (flags and counts its rows and its counterfactual
+  events) and sends its Summary; the parent adds them (`Summary.merge`, plain
+  addition) and `Summary.finish`es. `Tally.close` does it all for a single job.
 - Everything here is plain data that pickles (jobs send their Summary to the parent).
 
 Example:
@@ -27,17 +27,19 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["HookStats", "Row", "Summary", "Tally", "settle"]
+import msgspec
+
+__all__ = ["HookStats", "Row", "Summary", "Tally", "earliest", "firsts"]
 
 HOUR_US = 3_600_000_000
 
 
-@dataclass(slots=True)
-class Row:
-    """One changed event, as reports and the `replays` view show it."""
+class Row(msgspec.Struct, array_like=True):
+    """One changed event, as reports and the `replays` view show it (a Struct: a job
+    sends its rows to the parent as msgpack, much faster than pickling objects)."""
 
     event_id: str
     ts_us: int
@@ -108,10 +110,21 @@ class Summary:
     rows: list[Row] = field(default_factory=list)
     answered: Counter[str] = field(default_factory=Counter)
     llm: dict[str, Counter[str]] = field(default_factory=dict)
-    session_ids: set[str] = field(default_factory=set)  # a partial's sessions, until `settle`
+    # a job's sessions, and those with a change that is not counterfactual (`finish`)
+    session_ids: set[str] = field(default_factory=set)
+    changed_session_ids: set[str] = field(default_factory=set)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        state["rows"] = _rows_enc.encode(self.rows)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, _rows_dec.decode(value) if name == "rows" else value)
 
     def merge(self, o: Summary) -> None:
-        """Add another job's summary (jobs own disjoint sessions)."""
+        """Add another job's summary."""
         for name in (
             "selected", "events", "not_evaluated", "changed", "counterfactual",
             "counterfactual_changed", "sessions", "sessions_changed",
@@ -131,6 +144,14 @@ class Summary:
             self.llm.setdefault(hid, Counter()).update(c)
         self.rows.extend(o.rows)
         self.session_ids |= o.session_ids
+        self.changed_session_ids |= o.changed_session_ids
+
+    def finish(self) -> None:
+        """Count the sessions (after every job's Summary is merged) and order the rows."""
+        self.sessions = len(self.session_ids)
+        self.sessions_changed = len(self.changed_session_ids)
+        self.session_ids, self.changed_session_ids = set(), set()
+        self.rows.sort(key=Row.key)  # each job's rows are sorted: this merges them
 
 
 class Tally:
@@ -196,8 +217,8 @@ class Tally:
         self.runs.clear()
 
     def partial(self) -> Summary:
-        """This job's counts before the session rule: rows not yet flagged or counted, the
-        session ids seen (`settle` finishes a merge of partials; `after` then counts)."""
+        """This job's counts before the session rule: its rows not yet flagged or counted
+        (`firsts` reads them; `settle` then finishes the job's Summary)."""
         self._fold()
         s = self.summary
         s.session_ids.update(self._sessions)
@@ -206,54 +227,64 @@ class Tally:
         self._pending.clear()
         return s
 
-    def after(self, firsts: dict[str, tuple[int, str]]) -> int:
-        """How many of this job's events come after their session's first behavioural
-        change (`firsts`, from `settle`): the counterfactual events."""
-        n = 0
-        for sid, first in firsts.items():
+    def settle(self, first_changes: dict[str, tuple[int, str]]) -> Summary:
+        """Apply the session rule with every job's `firsts` (merged by `earliest`): flag
+        and count this job's rows, count its events past their session's first
+        behavioural change; rows end sorted by (time, event id)."""
+        s = self.summary
+        rows, s.rows = s.rows, []
+        for r in rows:
+            first = first_changes.get(r.session_id)
+            r.counterfactual = first is not None and r.key() > first
+            _count(s, r)
+            if not r.counterfactual:
+                s.changed_session_ids.add(r.session_id)
+        for sid, first in first_changes.items():
             keys = self._sessions.get(sid)
             if keys is not None:
-                n += sum(1 for k in keys if k > first)
-        return n
+                s.counterfactual += sum(1 for k in keys if k > first)
+        self._sessions.clear()
+        s.rows.sort(key=Row.key)
+        return s
 
     def close(self) -> Summary:
-        """Apply the counterfactual rule per session and return the final counts (one job
-        that owns its sessions whole)."""
-        s = self.partial()
-        s.counterfactual += self.after(settle(s))
-        self._sessions.clear()
+        """The final Summary of a job that owns its sessions whole (a single job)."""
+        s = self.settle(firsts(self.partial().rows))
+        s.finish()
         return s
 
 
-def settle(s: Summary) -> dict[str, tuple[int, str]]:
-    """Apply the session rule to the rows of a merged `Tally.partial` (every job's share):
-    flag counterfactual rows, count them, and return each changed session's first
-    behavioural change (what `Tally.after` compares with).
+def firsts(rows: list[Row]) -> dict[str, tuple[int, str]]:
+    """The first behavioural change of each session among `rows` (by time, event id).
 
     Example:
-        >>> settle(Summary())
+        >>> firsts([])
         {}
     """
-    by_session: dict[str, list[Row]] = {}
-    for r in s.rows:
-        by_session.setdefault(r.session_id, []).append(r)
-    s.rows = []
-    firsts: dict[str, tuple[int, str]] = {}
-    for sid, rows in by_session.items():
-        behavioural = [r.key() for r in rows if r.behavioural]
-        first = min(behavioural) if behavioural else None
-        if first is not None:
-            firsts[sid] = first
-        plain_changes = False
-        for r in rows:
-            r.counterfactual = first is not None and r.key() > first
-            _count(s, r)
-            plain_changes = plain_changes or not r.counterfactual
-        s.sessions_changed += plain_changes
-    s.sessions += len(s.session_ids)
-    s.session_ids = set()
-    s.rows.sort(key=Row.key)
-    return firsts
+    found: dict[str, tuple[int, str]] = {}
+    for r in rows:
+        if r.behavioural:
+            key = r.key()
+            have = found.get(r.session_id)
+            if have is None or key < have:
+                found[r.session_id] = key
+    return found
+
+
+def earliest(many: list[dict[str, tuple[int, str]]]) -> dict[str, tuple[int, str]]:
+    """`firsts` of several jobs merged: the earliest per session.
+
+    Example:
+        >>> earliest([{"s": (2, "b")}, {"s": (1, "z")}])
+        {'s': (1, 'z')}
+    """
+    out: dict[str, tuple[int, str]] = {}
+    for found in many:
+        for sid, key in found.items():
+            have = out.get(sid)
+            if have is None or key < have:
+                out[sid] = key
+    return out
 
 
 def _count(s: Summary, r: Row) -> None:
@@ -283,3 +314,7 @@ def _count(s: Summary, r: Row) -> None:
             hs.changed += 1
             if r.transition:
                 hs.transitions[r.transition] += 1
+
+
+_rows_enc = msgspec.msgpack.Encoder()
+_rows_dec = msgspec.msgpack.Decoder(list[Row])

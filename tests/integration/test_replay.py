@@ -257,6 +257,21 @@ def test_an_event_stored_twice_is_replayed_once_whatever_the_jobs(ds: Dataset) -
     }  # fmt: skip
 
 
+def test_an_unreadable_first_copy_does_not_hide_the_readable_one(ds: Dataset) -> None:
+    spread(ds)
+    w1, w2 = (next(s for s in segments(ds.data) if s.worker == w) for w in ("w1", "w2"))
+    line = w2.path.read_bytes().splitlines()[2]  # event 5, in w2 (after w1 in log order)
+    broken = json.loads(line)
+    del broken["settings_id"]  # valid JSON, laid out as the writer does, not an Outcome
+    with open(w1.path, "ab") as f:
+        f.write(json.dumps(broken, separators=(",", ":")).encode() + b"\n")
+    assert duplicates(segments(ds.data)) == {}  # the copy select can read is the first
+    strict = strict_settings(ds)
+    one, two = run(ds, strict), run(ds, strict, jobs=2)
+    same_result(one, two)
+    assert two["selected"] == len(EVENTS)
+
+
 def test_a_failing_job_fails_the_replay_and_leaves_no_process(ds: Dataset) -> None:
     spread(ds)
     bad = ds.root / "bad_hooks.py"
