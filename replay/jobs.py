@@ -95,16 +95,15 @@ def _merge(results: list[JobResult]) -> JobResult:
     return out
 
 
-def _in_process(req: Request, executors: dict[str, Executor] | None) -> JobResult:
+def _in_process(req: Request, executors: dict[str, Executor] | None, keep: int) -> JobResult:
     job = Job(req, 0, executors=executors)
     result = job.run_sync()
-    job.tally.settle(firsts(result.summary.rows))
-    merged = _merge([result])
-    merged.summary.finish()
+    merged = _merge([job.settle(firsts(result.summary.rows), keep)])
+    merged.summary.finish(keep)
     return merged
 
 
-def _job_process(conn: Connection, req: Request, part: int, segs: list[Segment]) -> None:
+def _job_process(conn: Connection, req: Request, part: int, segs: list[Segment], keep: int) -> None:
     """A job process: (skip) -> its firsts; (every job's firsts) -> its JobResult."""
 
     def receive(block: bool) -> Any:
@@ -120,8 +119,7 @@ def _job_process(conn: Connection, req: Request, part: int, segs: list[Segment])
             job = Job(req, part, segs=segs, skip=late.known)
             result = job.run_sync()
         conn.send(("ok", firsts(result.summary.rows)))
-        job.tally.settle(conn.recv())
-        conn.send(("ok", result))
+        conn.send(("ok", job.settle(conn.recv(), keep)))
     except EOFError:  # the parent is gone
         pass
     except BaseException as exc:
@@ -154,7 +152,7 @@ def _receive(conn: Connection, proc: BaseProcess) -> Any:
     raise RuntimeError(f"replay {proc.name} failed:\n{text}")
 
 
-def _in_processes(req: Request) -> JobResult:
+def _in_processes(req: Request, keep: int) -> JobResult:
     # fork: a job needs nothing of the parent but its arguments (it loads the settings
     # itself), and fork does not re-run the caller's main module as spawn does.
     methods = multiprocessing.get_all_start_methods()
@@ -165,7 +163,7 @@ def _in_processes(req: Request) -> JobResult:
     try:
         for k, mine in enumerate(assign(segs, req.jobs)):
             here, there = ctx.Pipe()
-            proc = ctx.Process(target=_job_process, args=(there, req, k, mine),
+            proc = ctx.Process(target=_job_process, args=(there, req, k, mine, keep),
                                name=f"job {k}", daemon=True)  # fmt: skip
             proc.start()
             there.close()
@@ -178,7 +176,7 @@ def _in_processes(req: Request) -> JobResult:
         for conn in conns:
             _send(conn, every)
         merged = _merge([_receive(c, p) for c, p in zip(conns, procs, strict=True)])
-        merged.summary.finish()
+        merged.summary.finish(keep)
         return merged
     finally:
         for conn in conns:
@@ -190,16 +188,11 @@ def _in_processes(req: Request) -> JobResult:
                 proc.join()
 
 
-def _run_jobs(req: Request, executors: dict[str, Executor] | None) -> JobResult:
-    """Every job's result merged and settled (`stored` already without counterfactual events)."""
+def _run_jobs(req: Request, executors: dict[str, Executor] | None, keep: int) -> JobResult:
+    """Every job's result merged and settled, with the first `keep` changed rows."""
     if req.jobs > 1 and executors:
         raise ValueError("custom executors need jobs=1 (they cannot be sent to job processes)")
-    merged = _in_process(req, executors) if req.jobs <= 1 else _in_processes(req)
-    if req.policy.store == "changed":  # a counterfactual event would not have happened
-        for row in merged.summary.rows:
-            if row.counterfactual:
-                merged.stored.pop(row.event_id, None)
-    return merged
+    return _in_process(req, executors, keep) if req.jobs <= 1 else _in_processes(req, keep)
 
 
 def _report_progress(progress: Callable[[str], None], counter: Any, done: threading.Event) -> None:
@@ -288,7 +281,7 @@ def replay(
             target=_report_progress, args=(progress, counter, done), daemon=True
         ).start()
     try:
-        merged = _run_jobs(req, executors)
+        merged = _run_jobs(req, executors, max_rows)
     finally:
         done.set()
     seconds = time.perf_counter() - started

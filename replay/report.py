@@ -172,16 +172,10 @@ def _timeline(hours: Mapping[int, Counter[str]]) -> dict[str, Any]:
     return {"bucket": "hour" if size == 1 else "day", "points": points}
 
 
-def _top_commands(rows: Iterable[Row], n: int = 20) -> list[dict[str, Any]]:
-    counts: Counter[str] = Counter()
-    trans: dict[str, Counter[str]] = {}
-    for r in rows:
-        if r.counterfactual:
-            continue
-        counts[r.label] += 1
-        trans.setdefault(r.label, Counter())[r.transition or "other"] += 1
+def _top_commands(labels: dict[str, Counter[str]], n: int = 20) -> list[dict[str, Any]]:
+    counts = {label: sum(c.values()) for label, c in labels.items()}
     return [
-        {"label": label, "changed": c, "transitions": dict(sorted(trans[label].items()))}
+        {"label": label, "changed": c, "transitions": dict(sorted(labels[label].items()))}
         for label, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
     ]
 
@@ -283,14 +277,14 @@ def build(
         "by_hook": _by_hook(r),
         "by_user": users,
         "timeline": _timeline(s.hours),
-        "top_commands": _top_commands(s.rows),
+        "top_commands": _top_commands(s.labels),
         "hooks": {k: s.answered[k] for k in ("reused", "executed", "not_evaluated")},
         "llm": llm,
         "sandbox": r.sandbox,
         "spawned": r.spawned,
         "stored": {"worker": stored[0], "outcomes": stored[1], "summary": None},
         "changes": [_row(row) for row in s.rows[:max_rows]],
-        "changes_truncated": len(s.rows) > max_rows,
+        "changes_truncated": s.changed + s.counterfactual_changed > min(len(s.rows), max_rows),
         "seconds": round(seconds, 3),
         "events_per_second": round(s.selected / seconds, 1) if seconds > 0 else None,
     }

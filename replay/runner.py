@@ -286,6 +286,20 @@ class Job:
         b = await base if asyncio.iscoroutine(base) else base
         self.conclude(sel, ts_us, c, b, how)
 
+    def settle(
+        self, first_changes: dict[str, tuple[int, str]], keep: int | None = None
+    ) -> JobResult:
+        """Apply the session rule (`Tally.settle`, keeping `keep` rows) and, when storing
+        changed events, drop the outcomes of counterfactual ones (that history would not
+        have happened)."""
+        rows = self.tally.summary.rows
+        self.tally.settle(first_changes, keep)
+        if self.policy.store == "changed":
+            for row in rows:
+                if row.counterfactual:
+                    self.result.stored.pop(row.event_id, None)
+        return self.result
+
     def run_sync(self) -> JobResult:
         """`run` on a new event loop, with the collector tuned for many live objects."""
         threshold = gc.get_threshold()
@@ -376,6 +390,6 @@ def run_job(req: Request, part: int, executors: dict[str, Executor] | None = Non
     """
     job = Job(req, part, executors=executors)
     result = job.run_sync()
-    job.tally.settle(firsts(result.summary.rows))
+    job.settle(firsts(result.summary.rows))
     result.summary.finish()
     return result

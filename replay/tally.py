@@ -26,8 +26,10 @@ Example:
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -107,7 +109,8 @@ class Summary:
     hooks: dict[str, HookStats] = field(default_factory=dict)
     users: dict[str, Counter[str]] = field(default_factory=dict)
     hours: dict[int, Counter[str]] = field(default_factory=dict)
-    rows: list[Row] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)  # the first `keep` by (time, event id)
+    labels: dict[str, Counter[str]] = field(default_factory=dict)  # label -> transitions
     answered: Counter[str] = field(default_factory=Counter)
     llm: dict[str, Counter[str]] = field(default_factory=dict)
     # a job's sessions, and those with a change that is not counterfactual (`finish`)
@@ -142,16 +145,25 @@ class Summary:
             self.hours.setdefault(hour, Counter()).update(c)
         for hid, c in o.llm.items():
             self.llm.setdefault(hid, Counter()).update(c)
+        for label, c in o.labels.items():
+            have = self.labels.get(label)
+            if have is None:
+                self.labels[label] = c
+            else:
+                have.update(c)
         self.rows.extend(o.rows)
         self.session_ids |= o.session_ids
         self.changed_session_ids |= o.changed_session_ids
 
-    def finish(self) -> None:
-        """Count the sessions (after every job's Summary is merged) and order the rows."""
+    def finish(self, keep: int | None = None) -> None:
+        """Count the sessions (after every job's Summary is merged); keep the first `keep`
+        rows (all when None) in (time, event id) order."""
         self.sessions = len(self.session_ids)
         self.sessions_changed = len(self.changed_session_ids)
         self.session_ids, self.changed_session_ids = set(), set()
-        self.rows.sort(key=Row.key)  # each job's rows are sorted: this merges them
+        self.rows.sort(key=_ROW_KEY)  # each job's rows are sorted: this merges them
+        if keep is not None:
+            del self.rows[keep:]
 
 
 class Tally:
@@ -227,24 +239,28 @@ class Tally:
         self._pending.clear()
         return s
 
-    def settle(self, first_changes: dict[str, tuple[int, str]]) -> Summary:
+    def settle(self, first_changes: dict[str, tuple[int, str]], keep: int | None = None) -> Summary:
         """Apply the session rule with every job's `firsts` (merged by `earliest`): flag
         and count this job's rows, count its events past their session's first
-        behavioural change; rows end sorted by (time, event id)."""
+        behavioural change. The rows kept are the first `keep` (all when None) by
+        (time, event id), in that order: the counts above cover every row."""
         s = self.summary
-        rows, s.rows = s.rows, []
+        rows = s.rows
         for r in rows:
             first = first_changes.get(r.session_id)
-            r.counterfactual = first is not None and r.key() > first
+            r.counterfactual = first is not None and (r.ts_us, r.event_id) > first
             _count(s, r)
             if not r.counterfactual:
                 s.changed_session_ids.add(r.session_id)
         for sid, first in first_changes.items():
             keys = self._sessions.get(sid)
             if keys is not None:
-                s.counterfactual += sum(1 for k in keys if k > first)
-        self._sessions.clear()
-        s.rows.sort(key=Row.key)
+                s.counterfactual += sum(k > first for k in keys)
+        s.rows = (
+            sorted(rows, key=_ROW_KEY)
+            if keep is None
+            else heapq.nsmallest(keep, rows, key=_ROW_KEY)
+        )
         return s
 
     def close(self) -> Summary:
@@ -287,10 +303,15 @@ def earliest(many: list[dict[str, tuple[int, str]]]) -> dict[str, tuple[int, str
     return out
 
 
+def _counter(where: dict[Any, Counter[str]], key: Any) -> Counter[str]:
+    c = where.get(key)
+    if c is None:
+        c = where[key] = Counter()
+    return c
+
+
 def _count(s: Summary, r: Row) -> None:
-    s.rows.append(r)
-    user = s.users.setdefault(r.user, Counter())
-    hour = s.hours.setdefault(r.ts_us // HOUR_US, Counter())
+    user = _counter(s.users, r.user)
     if r.counterfactual:
         s.counterfactual_changed += 1
         user["counterfactual_changed"] += 1
@@ -299,8 +320,10 @@ def _count(s: Summary, r: Row) -> None:
     else:
         s.changed += 1
         user["changed"] += 1
+        hour = _counter(s.hours, r.ts_us // HOUR_US)
         hour["changed"] += 1
         hour[r.transition or "other"] += 1
+        _counter(s.labels, r.label)[r.transition or "other"] += 1
         s.kinds.update(r.kinds)
         if r.transition:
             s.transitions[r.transition] += 1
@@ -316,5 +339,6 @@ def _count(s: Summary, r: Row) -> None:
                 hs.transitions[r.transition] += 1
 
 
+_ROW_KEY = attrgetter("ts_us", "event_id")
 _rows_enc = msgspec.msgpack.Encoder()
 _rows_dec = msgspec.msgpack.Decoder(list[Row])

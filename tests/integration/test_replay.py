@@ -135,9 +135,10 @@ def ds(tmp_path: Path) -> Dataset:
 
 def run(ds: Dataset, settings: Path, **kw: Any) -> dict[str, Any]:
     executors = kw.pop("executors", None)
+    max_rows = kw.pop("max_rows", 1000)
     policy = Policy(**{"store": "none", **kw.pop("policy", {})})
     req = Request(str(ds.data), (("project", str(settings)),), uuid7(), policy=policy, **kw)
-    return replay(req, executors=executors).report
+    return replay(req, executors=executors, max_rows=max_rows).report
 
 
 # ----------------------------------------------------------------------------- determinism
@@ -228,6 +229,15 @@ def test_sessions_spread_over_jobs_settle_like_one_job(ds: Dataset) -> None:
     assert two["counterfactual_changed"] == 1 and two["sessions"] == {"changed": 3, "total": 4}
     # counterfactual events are not stored, whichever job found them
     assert one["stored"]["outcomes"] == two["stored"]["outcomes"] == 3
+    # the report keeps the first rows in time order; the counts cover every row
+    firsts = [run(ds, strict, jobs=j, max_rows=2) for j in (1, 2)]
+    for cut in firsts:
+        assert [r["event_id"] for r in cut["changes"]] == [
+            r["event_id"] for r in one["changes"][:2]
+        ]
+        assert cut["changes_truncated"] is True and cut["top_commands"] == one["top_commands"]
+    assert one["changes_truncated"] is False
+    assert sum(c["changed"] for c in one["top_commands"]) == one["changed"]
 
 
 def test_an_event_stored_twice_is_replayed_once_whatever_the_jobs(ds: Dataset) -> None:
