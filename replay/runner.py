@@ -185,9 +185,12 @@ class Job:
 
     async def _finish(self, flow: Flow, effect: RunHooks, answers: list[Any]) -> _Result:
         pending = [i for i, a in enumerate(answers) if not isinstance(a, RawResult)]
-        done = await asyncio.gather(*(answers[i] for i in pending))
-        for i, res in zip(pending, done, strict=True):
-            answers[i] = res
+        if len(pending) == 1:  # the usual case: awaited here, without a task of its own
+            answers[pending[0]] = await answers[pending[0]]
+        else:
+            done = await asyncio.gather(*(answers[i] for i in pending))
+            for i, res in zip(pending, done, strict=True):
+                answers[i] = res
         try:
             flow.send(answers)
         except StopIteration as stop:

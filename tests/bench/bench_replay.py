@@ -17,7 +17,9 @@ Three scenarios, each a full `replay.jobs.replay` (select → engine → diff �
    the whole replay) against the spawn limit measured in the same run: raw
    ``asyncio.create_subprocess_exec`` of the same ``/bin/sh -c`` command with the same
    input and the same concurrency. Three interleaved rounds; the median ratio counts
-   (target ≥ 0.9).
+   (target ≥ 0.9). Each round also drives the sandbox helper alone with the same
+   number of hooks (``sandbox_only``): the spawn path without the replay's reading
+   and evaluating of the log, which share the same cores.
 
 Throughput runs use ``store="none"`` (nothing appended): the numbers are evaluation.
 """
@@ -174,6 +176,26 @@ def run(d: Path, settings: list[tuple[str, str]], **kw: Any) -> dict[str, Any]:
     }
 
 
+async def sandbox_spawns(n: int, concurrency: int, data: bytes) -> float:
+    """Spawns/s of the same hook through `SandboxExecutor` alone (no log, no engine)."""
+    from engine.effects import Invocation
+    from engine.records import HookIdentity
+    from engine.settings import CommandHook
+    from replay.sandbox import SandboxExecutor
+
+    hook = CommandHook(type="command", command=NEW_COMMAND)
+    identity = HookIdentity(type="command", source="project", command=NEW_COMMAND)
+    inv = Invocation(index=0, event="PreToolUse", hook=hook, identity=identity, source="project",
+                     matcher="Bash", timeout=30, payload={}, input_json=data, cwd="/")  # fmt: skip
+    ex = SandboxExecutor(concurrency=concurrency)
+    await ex.run(inv)  # the helper is up
+    t0 = time.perf_counter()
+    await asyncio.gather(*(ex.run(inv) for _ in range(n)))  # it runs `concurrency` at once
+    rate = n / (time.perf_counter() - t0)
+    await ex.aclose()
+    return rate
+
+
 async def raw_spawns(n: int, concurrency: int, data: bytes) -> float:
     """Spawns/s of bare asyncio subprocesses of the hook's argv with its input."""
     sem = asyncio.Semaphore(concurrency)
@@ -250,10 +272,11 @@ def new_command(data: Path, work: Path, bash_calls: int, concurrency: int) -> di
     res: dict[str, Any] = {}
     for _ in range(3):
         limit = asyncio.run(raw_spawns(bash, concurrency, sample))
+        alone = asyncio.run(sandbox_spawns(bash, concurrency, sample))
         res = run(data, [("project", str(new))], jobs=1, selection=sel, concurrency=concurrency)
         rate = res["spawned"] / res["seconds"]
         rounds.append({"spawn_limit": round(limit, 1), "replay_spawns": round(rate, 1),
-                       "ratio": round(rate / limit, 3)})  # fmt: skip
+                       "ratio": round(rate / limit, 3), "sandbox_only": round(alone / limit, 3)})  # fmt: skip
     ratios = sorted(r["ratio"] for r in rounds)
     res["rounds"] = rounds
     res["ratio"] = ratios[len(ratios) // 2]  # the median round
