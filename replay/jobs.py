@@ -3,8 +3,8 @@
 Rules of this file:
 - The settings are loaded here first, so a bad settings file fails before any job
   starts; each job process loads them again itself (nothing unpicklable crosses).
-- ``--jobs N`` runs N processes, each reading its own segments of the log
-  (`replay.parts.assign`); the parent meanwhile finds the stored copies of re-delivered
+- ``--jobs N`` runs N processes, each reading the segments of the log it takes from
+  a shared queue (`replay.parts.SegmentQueue`); the parent meanwhile finds the stored copies of re-delivered
   events (`replay.parts.duplicates`) and sends them to every job, which starts without
   them (`replay.parts.LateSkips`: it starts over in the rare case they concern what it
   has already read, and hooks it ran for those events run again). Each job sends
@@ -39,18 +39,21 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import multiprocessing
 import os
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from engine.effects import Executor
 from engine.errors import Unavailable
@@ -58,13 +61,16 @@ from engine.records import decode_outcome_msgpack
 from engine.sources import Effective, load_sources
 from ingest.log import LogWriter, Segment, segments
 from replay import report as report_mod
-from replay.parts import LateSkips, Restart, assign, duplicates
+from replay.parts import LateSkips, Restart, SegmentQueue, duplicates
 from replay.runner import Job, JobResult, Request, progress_counter
 from replay.tally import Summary, earliest, firsts
 
 __all__ = ["Done", "replay", "store_outcomes", "summary_path", "write_summary"]
 
 REPLAY_WORKER = "replay"
+# each session's first behavioural change, between the jobs and the parent
+_firsts_enc = msgspec.msgpack.Encoder()
+_firsts_dec = msgspec.msgpack.Decoder(dict[str, tuple[int, str]])
 _BATCH = 5000
 
 
@@ -103,23 +109,29 @@ def _in_process(req: Request, executors: dict[str, Executor] | None, keep: int) 
     return merged
 
 
-def _job_process(conn: Connection, req: Request, part: int, segs: list[Segment], keep: int) -> None:
+def _job_process(conn: Connection, req: Request, part: int, queue: SegmentQueue, keep: int) -> None:
     """A job process: (skip) -> its firsts; (every job's firsts) -> its JobResult."""
+    taken: list[Segment] = []
 
     def receive(block: bool) -> Any:
         return conn.recv() if block or conn.poll() else None
 
+    def mine() -> Iterator[Segment]:
+        for seg in queue.take():
+            taken.append(seg)
+            yield seg
+
     try:
         late = LateSkips(receive)
-        job = Job(req, part, segs=segs, skip=late)
+        job = Job(req, part, segs=mine(), skip=late)
         try:
             result = job.run_sync()
             late.finish()
-        except Restart:
-            job = Job(req, part, segs=segs, skip=late.known)
+        except Restart:  # again, with the copies to skip known
+            job = Job(req, part, segs=itertools.chain(list(taken), mine()), skip=late.known)
             result = job.run_sync()
-        conn.send(("ok", firsts(result.summary.rows)))
-        conn.send(("ok", job.settle(conn.recv(), keep)))
+        conn.send(("ok", _firsts_enc.encode(firsts(result.summary.rows))))
+        conn.send(("ok", job.settle(_firsts_dec.decode(conn.recv()), keep)))
     except EOFError:  # the parent is gone
         pass
     except BaseException as exc:
@@ -161,9 +173,10 @@ def _in_processes(req: Request, keep: int) -> JobResult:
     conns: list[Connection] = []
     procs: list[BaseProcess] = []
     try:
-        for k, mine in enumerate(assign(segs, req.jobs)):
+        queue = SegmentQueue(segs, ctx)
+        for k in range(req.jobs):
             here, there = ctx.Pipe()
-            proc = ctx.Process(target=_job_process, args=(there, req, k, mine, keep),
+            proc = ctx.Process(target=_job_process, args=(there, req, k, queue, keep),
                                name=f"job {k}", daemon=True)  # fmt: skip
             proc.start()
             there.close()
@@ -172,9 +185,12 @@ def _in_processes(req: Request, keep: int) -> JobResult:
         skip = duplicates(segs)  # while the jobs run
         for conn in conns:
             _send(conn, skip)
-        every = earliest([_receive(c, p) for c, p in zip(conns, procs, strict=True)])
+        every = earliest(
+            [_firsts_dec.decode(_receive(c, p)) for c, p in zip(conns, procs, strict=True)]
+        )
+        data = _firsts_enc.encode(every)
         for conn in conns:
-            _send(conn, every)
+            _send(conn, data)
         merged = _merge([_receive(c, p) for c, p in zip(conns, procs, strict=True)])
         merged.summary.finish(keep)
         return merged
@@ -288,7 +304,7 @@ def replay(
     worker: str | None = None
     stored = 0
     if req.policy.store != "none":
-        outcomes = [b for kept in merged.stored.values() for b in kept]
+        outcomes = [b for eid in sorted(merged.stored) for b in merged.stored[eid]]
         worker, stored = store_outcomes(req.data_dir, outcomes)
     rep = report_mod.build(
         req,

@@ -3,9 +3,11 @@
 Rules of this file:
 - Jobs read disjoint sets of segments, so no record is decompressed or decoded twice
   (sessions then span jobs: `replay.tally` applies the session rule after the merge).
-- `assign` balances the jobs by estimated rows (a sealed segment's Parquet footer; an
-  active segment's size at ``ACTIVE_ROW_BYTES`` a record) and is deterministic: the
-  same log and job count give the same split.
+- A `SegmentQueue` hands the segments out one at a time, largest first (by estimated
+  rows: a sealed segment's Parquet footer; an active segment's size at
+  ``ACTIVE_ROW_BYTES`` a record), to whichever job asks next, so that the jobs finish
+  together whatever their segments cost. Which job reads which segment does not change
+  any result.
 - `duplicates` finds the live events stored more than once (a re-delivery appended by
   two workers) and names every copy but the first in log order (worker, seq, row), the
   one `replay.select.select` keeps when it reads the log alone. Sealed segments are
@@ -21,9 +23,8 @@ Rules of this file:
 - Nothing here writes.
 
 Example:
-    >>> import tempfile
-    >>> assign([], 2)
-    [[], []]
+    >>> list(SegmentQueue([]).take())
+    []
     >>> duplicates([])
     {}
 """
@@ -39,7 +40,7 @@ import msgspec
 
 from ingest.log import Segment, iter_raw_lines
 
-__all__ = ["ACTIVE_ROW_BYTES", "LateSkips", "Restart", "assign", "duplicates"]
+__all__ = ["ACTIVE_ROW_BYTES", "LateSkips", "Restart", "SegmentQueue", "duplicates"]
 
 _logger = logging.getLogger(__name__)
 ACTIVE_ROW_BYTES = 2048  # a typical stored record (event, decision, runs) as JSON
@@ -60,22 +61,31 @@ def _rows(seg: Segment) -> int:
         return 1
 
 
-def assign(segs: list[Segment], jobs: int) -> list[list[Segment]]:
-    """`segs` in `jobs` groups of about equal rows (largest first to the lightest job);
-    each group keeps log order.
+class SegmentQueue:
+    """The segments of a replay, largest first, each taken by one job (`take`); forked
+    job processes share the position (a `multiprocessing.Value`).
 
     Example:
-        >>> assign([], 3)
-        [[], [], []]
+        >>> q = SegmentQueue([])
+        >>> list(q.take()), q.segs
+        ([], [])
     """
-    loads = [0] * max(1, jobs)
-    groups: list[list[tuple[int, Segment]]] = [[] for _ in loads]
-    sized = sorted(((_rows(s), i, s) for i, s in enumerate(segs)), key=lambda t: (-t[0], t[1]))
-    for rows, i, seg in sized:
-        k = min(range(len(loads)), key=lambda j: (loads[j], j))
-        loads[k] += rows
-        groups[k].append((i, seg))
-    return [[seg for _, seg in sorted(g, key=lambda t: t[0])] for g in groups]
+
+    def __init__(self, segs: list[Segment], ctx: Any = None) -> None:
+        import multiprocessing
+
+        self.segs = sorted(segs, key=lambda s: -_rows(s))  # stable: ties in log order
+        self._next = (ctx or multiprocessing).Value("i", 0)
+
+    def take(self) -> Iterator[Segment]:
+        """The next segments no job has taken yet, until none is left."""
+        while True:
+            with self._next.get_lock():
+                i = self._next.value
+                self._next.value = i + 1
+            if i >= len(self.segs):
+                return
+            yield self.segs[i]
 
 
 class _Id(msgspec.Struct):

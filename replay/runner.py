@@ -12,7 +12,7 @@ Rules of this file:
   run as tasks: at most ``concurrency`` hooks at a time per job (`replay.answers`), and
   ``_QUEUE`` times as many events in flight, so that hooks keep running while the job
   reads the next segment.
-- A job reads whole segments (`replay.parts.assign`), so one session may be spread
+- A job reads whole segments (`replay.parts.SegmentQueue`), so one session may be spread
   over several jobs: a job returns a `JobResult` with its `Tally.partial` (which pickles;
   `replay.jobs` merges them and applies the session rule) and keeps its session keys
   for `Tally.after`.
@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +42,7 @@ from replay.answers import Answers, How, Policy
 from replay.diff import attribute, compare, event_label, hook_meta
 from replay.recorded import RecordedExecutor
 from replay.select import BaseRecord, ChainPosition, Selected, Selection, select
-from replay.tally import Row, Summary, Tally, firsts
+from replay.tally import HOUR_US, Row, Summary, Tally, firsts
 
 __all__ = ["JobResult", "Policy", "Request", "progress_counter", "run_job"]
 
@@ -116,7 +116,7 @@ class Job:
         part: int,
         *,
         executors: dict[str, Executor] | None = None,
-        segs: list[Segment] | None = None,
+        segs: Iterable[Segment] | None = None,
         skip: Mapping[str, frozenset[int]] | None = None,
     ) -> None:
         self.req = req
@@ -133,7 +133,8 @@ class Job:
         )
         self.tally = Tally()
         self.result = JobResult(self.tally.summary)
-        self._chains: dict[str, tuple[int, str]] = {}
+        self._chains: dict[str, BaseRecord] = {}  # worker -> its last record read
+        self._first = self._last = -1  # µs of the earliest and latest event read (-1: none)
         self._stored: dict[str, list[bytes]] = {}  # event id -> replayed outcomes to append
         _Ctx = tuple[Posture, Profile, Evaluation | None]
         self._contexts: dict[int, dict[tuple[str, str, str], _Ctx]] = {
@@ -213,14 +214,14 @@ class Job:
     # ------------------------------------------------------------------ bookkeeping
     def _inputs(self, sel: Selected) -> int:
         b = sel.base
-        r = self.result
-        self._chains[b.worker] = (b.seq, b.hash)  # records come in (worker, seq) order
+        have = self._chains.get(b.worker)
+        if have is None or b.seq > have.seq:
+            self._chains[b.worker] = b
         ts_us = int(b.event.ts.timestamp() * 1_000_000)
-        if r.first_us is None or ts_us < r.first_us:
-            r.first_us = ts_us
-        if r.last_us is None or ts_us > r.last_us:
-            r.last_us = ts_us
-        self.tally.summary.selected += 1
+        if ts_us < self._first or self._first < 0:
+            self._first = ts_us
+        if ts_us > self._last:
+            self._last = ts_us
         return ts_us
 
     def _count_runs(self, runs: Sequence[HookRun], how: How) -> None:
@@ -244,7 +245,10 @@ class Job:
             return
         if how or cand.runs:
             self._count_runs(cand.runs, how)
-        self.tally.events_seen(ev.user, ts_us)
+        tally = self.tally
+        tally.summary.events += 1  # Tally.events_seen, inline: once per event
+        tally.users[ev.user] += 1
+        tally.hours[ts_us // HOUR_US] += 1
         change = compare(sel.base if base is None else base.decision, cand.decision)
         row: Row | None = None
         if change is not None:
@@ -334,6 +338,7 @@ class Job:
             if exc is not None:
                 failures.append(exc)
 
+        n = -1
         try:
             for n, sel in enumerate(
                 select(req.data_dir, req.selection, segs=self.segs, skip=self.skip)
@@ -352,6 +357,7 @@ class Job:
                 task = asyncio.create_task(later)
                 inflight.add(task)
                 task.add_done_callback(finished)
+            self.tally.summary.selected += n + 1
             if inflight:
                 await asyncio.wait(set(inflight))
             if failures:
@@ -364,7 +370,9 @@ class Job:
         self.tally.partial()
         self.result.stored = self._stored
         self._stored = {}
-        self.result.chains = {w: ChainPosition(q, h) for w, (q, h) in self._chains.items()}
+        self.result.chains = {w: ChainPosition(b.seq, b.hash) for w, b in self._chains.items()}
+        if self._first >= 0:
+            self.result.first_us, self.result.last_us = self._first, self._last
         return self.result
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile  # noqa: F401  (docstring examples)
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -342,7 +342,7 @@ def select(
     data_dir: str | Path,
     sel: Selection,
     *,
-    segs: list[Segment] | None = None,
+    segs: Iterable[Segment] | None = None,
     skip: Mapping[str, frozenset[int]] | None = None,
 ) -> Iterator[Selected]:
     """The baseline records a replay job evaluates, once per event id, in log order.

@@ -177,8 +177,8 @@ class Tally:
         self.answers: Counter[tuple[str, str]] = Counter()  # (hook_id, how)
         self.runs: Counter[tuple[str, bool]] = Counter()  # (hook_id, was an error)
         self.meta: dict[str, dict[str, Any]] = {}  # hook_id -> what a report shows of it
-        self._users: Counter[str] = Counter()
-        self._hours: Counter[int] = Counter()
+        self.users: Counter[str] = Counter()
+        self.hours: Counter[int] = Counter()
 
     def hook(self, hook_id: str, meta: dict[str, Any] | None = None) -> HookStats:
         """The stats of a hook (created with `meta` on first sight)."""
@@ -192,8 +192,8 @@ class Tally:
     def events_seen(self, user: str, ts_us: int) -> None:
         """Count an event that was evaluated (changed or not) for the per-user and time charts."""
         self.summary.events += 1
-        self._users[user] += 1
-        self._hours[ts_us // HOUR_US] += 1
+        self.users[user] += 1
+        self.hours[ts_us // HOUR_US] += 1
 
     def add(self, session_id: str, ts_us: int, event_id: str, row: Row | None) -> None:
         """Record an evaluated event of a session, with its Row when it changed."""
@@ -209,9 +209,9 @@ class Tally:
 
     def _fold(self) -> None:
         s = self.summary
-        for user, n in self._users.items():
+        for user, n in self.users.items():
             s.users.setdefault(user, Counter())["events"] += n
-        for hour, n in self._hours.items():
+        for hour, n in self.hours.items():
             s.hours.setdefault(hour, Counter())["events"] += n
         for (hid, how), n in self.answers.items():
             hs = self.hook(hid, self.meta.get(hid))
@@ -223,8 +223,8 @@ class Tally:
             hs.errors += n if error else 0
         for hid, meta in self.meta.items():
             self.hook(hid, meta)
-        self._users.clear()
-        self._hours.clear()
+        self.users.clear()
+        self.hours.clear()
         self.answers.clear()
         self.runs.clear()
 

@@ -4,6 +4,7 @@ executor's rebuilt answers, the session (counterfactual) rule and the --fail-on 
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from engine.settings import AgentHook, CommandHook, HttpHook, PromptHook
 from replay.diff import ENGINE_HOOK, Change, attribute, compare, decision_class
 from replay.recorded import RecordedExecutor, to_raw
 from replay.report import fail_on
-from replay.tally import Row, Tally
+from replay.tally import Row, Summary, Tally, earliest, firsts
 
 # ----------------------------------------------------------------------------- compare
 
@@ -249,6 +250,34 @@ def test_counterfactual_rule() -> None:
     assert s.counterfactual_changed == 1 and s.counterfactual_transitions == {"none->ask": 1}
     assert s.kinds == {"decision": 3, "errors_added": 1}
     assert s.hooks["h1"].changed == 4 and s.hooks["h1"].counterfactual_changed == 1
+
+
+def test_the_session_rule_over_two_jobs_equals_one_job() -> None:
+    plan = [
+        ("s1", 1, None), ("s1", 2, row("s1", 2, "none->deny")), ("s1", 3, None),
+        ("s1", 4, row("s1", 4, "none->ask")), ("s2", 1, row("s2", 1, None, ("errors_added",))),
+        ("s2", 2, row("s2", 2, "allow->deny")), ("s3", 9, None), ("s3", 5, row("s3", 5, "deny->none")),
+        ("s3", 1, None), ("s4", 7, row("s4", 7, "none->ask")), ("s4", 8, None),
+    ]  # fmt: skip
+    one, jobs = Tally(), [Tally(), Tally()]
+    for i, (sid, ts, r) in enumerate(plan):
+        for t, rr in ((one, r), (jobs[i % 2], copy.copy(r) if r else None)):  # sessions spread
+            t.events_seen("u", ts)
+            t.add(sid, ts, f"{sid}-{ts}", rr)
+    whole = one.close()
+    every = earliest([firsts(t.partial().rows) for t in jobs])
+    assert every == {"s1": (2, "s1-2"), "s2": (2, "s2-2"), "s3": (5, "s3-5"), "s4": (7, "s4-7")}
+    merged = Summary()
+    for t in jobs:
+        merged.merge(t.settle(every, keep=3))
+    merged.finish(keep=3)
+    for name in ("events", "changed", "counterfactual", "counterfactual_changed", "sessions",
+                 "sessions_changed", "transitions", "counterfactual_transitions", "kinds",
+                 "labels"):  # fmt: skip
+        assert getattr(merged, name) == getattr(whole, name), name
+    assert merged.counterfactual == 4  # s1 t3, s1 t4, s3 t9, s4 t8
+    assert [r.key() for r in merged.rows] == [r.key() for r in whole.rows][:3]
+    assert [r.counterfactual for r in merged.rows] == [r.counterfactual for r in whole.rows][:3]
 
 
 # ----------------------------------------------------------------------------- --fail-on

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.log import Segment
-from replay.parts import LateSkips, Restart, _line_ids, assign
+from replay.parts import LateSkips, Restart, SegmentQueue, _line_ids
 
 
 def segment(tmp_path: Path, lines: list[bytes], name: str = "w1") -> Segment:
@@ -86,18 +86,17 @@ def test_live_ids_match_a_full_decode(tmp_path_factory: Any, lines: list[bytes])
     assert _line_ids(seg) == truth(lines)
 
 
-def test_assign_balances_rows_and_keeps_log_order(tmp_path: Path) -> None:
+def test_the_queue_hands_each_segment_to_one_taker_largest_first(tmp_path: Path) -> None:
     segs = [
         segment(tmp_path, [dump(record(str(i), None))] * size, name=f"w{i}")
         for i, size in enumerate([50, 10, 10, 30, 40])
     ]
-    groups = assign(segs, 2)
-    assert sorted(s.worker for g in groups for s in g) == sorted(s.worker for s in segs)
-    for g in groups:
-        assert g == sorted(g)  # log order inside a job
-    sizes = [sum(len(s.path.read_bytes().splitlines()) for s in g) for g in groups]
-    assert abs(sizes[0] - sizes[1]) <= 10
-    assert assign(segs, 1) == [segs]
+    q = SegmentQueue(segs)
+    first, second = q.take(), q.take()  # two jobs taking in turns
+    got = [next(first), next(second), next(second), next(first), next(first)]
+    assert [s.worker for s in got] == ["w0", "w4", "w3", "w1", "w2"]  # ties in log order
+    assert list(first) == [] and list(second) == []
+    assert list(SegmentQueue([]).take()) == []
     assert msgspec.json.decode(dump(record("x", None)))["event"]["id"] == "x"
 
 
