@@ -176,32 +176,33 @@ def duplicates(segs: list[Segment]) -> dict[str, frozenset[int]]:
     lines = {seg.name: _line_ids(seg) for seg in segs if seg.name not in scanned}
     if not flat and not any(lines.values()):
         return {}
-    con = duckdb.connect()
+    ids = [eid for found in lines.values() for eid, _ in found]
+    sealed = "SELECT id FROM read_parquet(?) WHERE replay_id IS NULL UNION ALL " if flat else ""
+    params: list[Any] = [list(by_path)] if flat else []
+    con = duckdb.connect(config={"threads": 1})  # the replay's jobs have the cores
     try:
-        rest = [(eid, name, n) for name, found in lines.items() for eid, n in found]
-        con.register("lines", pa.table({
-            "id": pa.array([r[0] for r in rest], pa.string()),
-            "seg": pa.array([r[1] for r in rest], pa.string()),
-            "n": pa.array([r[2] for r in rest], pa.int64()),
-        }))  # fmt: skip
-        live = "SELECT id, seg, n FROM lines"
-        params: list[Any] = []
-        if flat:
-            live += (
-                " UNION ALL SELECT id, filename AS seg, file_row_number + 1 AS n "
-                "FROM read_parquet(?, filename = true, file_row_number = true) "
-                "WHERE replay_id IS NULL"
-            )
-            params.append(list(by_path))
-        rows = con.execute(
-            f"WITH live AS ({live}) SELECT id, seg, n FROM live WHERE id IN "
-            "(SELECT id FROM live GROUP BY id HAVING count(*) > 1)",
+        con.register("lines", pa.table({"id": pa.array(ids, pa.string())}))
+        repeated = con.execute(
+            f"SELECT id FROM ({sealed}SELECT id FROM lines) GROUP BY id HAVING count(*) > 1",
             params,
         ).fetchall()
+        if not repeated:  # the usual answer
+            return {}
+        # where each copy of those ids is (rare)
+        con.register("repeated", pa.table({"id": pa.array([r[0] for r in repeated])}))
+        wanted = {r[0] for r in repeated}
+        rows: list[tuple[str, str, int]] = [
+            (eid, name, n) for name, found in lines.items() for eid, n in found if eid in wanted
+        ]
+        if flat:
+            rows += con.execute(
+                "SELECT id, filename, file_row_number + 1 "
+                "FROM read_parquet(?, filename = true, file_row_number = true) "
+                "WHERE replay_id IS NULL AND id IN (SELECT id FROM repeated)",
+                params,
+            ).fetchall()
     finally:
         con.close()
-    if not rows:
-        return {}
     return _later_copies(rows, by_path, order, {seg.name: seg for seg in segs})
 
 
