@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import pickle
 import shutil
@@ -265,7 +264,7 @@ async def _serve(grace: float, concurrency: int) -> None:
             extra["CLAUDE_ENV_FILE"] = str(home / ".claude" / Path(extra["CLAUDE_ENV_FILE"]).name)
             (home / ".claude").mkdir(exist_ok=True)
         try:
-            res = await executor.run(dataclasses.replace(inv, cwd=str(work), env=extra))
+            res = await executor.run(msgspec.structs.replace(inv, cwd=str(work), env=extra))
         except Exception as exc:  # a bug must not hang the replay waiting for this answer
             res = RawResult(error_kind="spawn_failed", error=f"sandbox: {exc!r}")
         if not res.pending:  # a background hook may still write there

@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from engine.effects import Invocation, RawResult
@@ -470,10 +471,10 @@ async def test_per_invocation_policy_applies_too(
     executor: HttpExecutor, policy: PolicyServer
 ) -> None:
     base = make_inv(policy.url("echo"), headers={"X": "$MY_TOKEN"}, allowed_env=["MY_TOKEN"])
-    denied = dataclasses.replace(base, allowed_http_urls=("https://hooks.example.com/*",))
+    denied = msgspec.structs.replace(base, allowed_http_urls=("https://hooks.example.com/*",))
     res = await executor.run(denied)
     assert res.error_kind == "url_not_allowed" and policy.requests == []
-    allowed = dataclasses.replace(
+    allowed = msgspec.structs.replace(
         denied,
         allowed_http_urls=(f"http://127.0.0.1:{policy.port}/hooks/*",),
         http_env_allowlist=("OTHER",),
@@ -481,7 +482,7 @@ async def test_per_invocation_policy_applies_too(
     res = await executor.run(allowed)
     assert header(res, "X") == [""]  # MY_TOKEN is not in the policy's list
     # The userinfo trick that fools Claude Code's whole-URL glob does not match here.
-    trick = dataclasses.replace(
+    trick = msgspec.structs.replace(
         denied,
         hook=HttpHook(type="http", url=f"http://127.0.0.1:{policy.port}@evil.invalid/"),
         allowed_http_urls=("http://127.0.0.1:*",),
@@ -609,7 +610,7 @@ async def test_settings_env_cannot_choose_a_proxy(policy: PolicyServer) -> None:
     """A group's `env` reaches header interpolation, never the proxy choice (no guard bypass)."""
     resolver = Resolver({"metadata.invalid": ["169.254.169.254"]})
     ex = HttpExecutor(environ={}, resolver=resolver)
-    inv = dataclasses.replace(
+    inv = msgspec.structs.replace(
         make_inv("http://metadata.invalid/hooks/allow"),
         env={"HTTPS_PROXY": f"http://127.0.0.1:{policy.port}", "CLAUDE_PROJECT_DIR": "/p"},
     )
@@ -674,7 +675,7 @@ async def test_tls_uses_the_host_name_for_sni_and_verification(
 async def test_not_an_http_hook(executor: HttpExecutor) -> None:
     from engine.settings import CommandHook
 
-    inv = dataclasses.replace(
+    inv = msgspec.structs.replace(
         make_inv("http://127.0.0.1/"), hook=CommandHook(type="command", command="x")
     )
     assert (await executor.run(inv)).error_kind == "unknown_type"

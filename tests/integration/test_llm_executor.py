@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from engine.effects import Invocation, RawResult
@@ -679,7 +680,7 @@ async def test_executor_refuses_other_hook_types(closing: list[LlmExecutor]) -> 
 
     ex = LlmExecutor(environ={})
     closing.append(ex)
-    inv = dataclasses.replace(make_inv(), hook=HttpHook(type="http", url="http://127.0.0.1/"))
+    inv = msgspec.structs.replace(make_inv(), hook=HttpHook(type="http", url="http://127.0.0.1/"))
     assert (await ex.run(inv)).error_kind == "unknown_type"
 
 
