@@ -63,6 +63,7 @@ from ingest.log import LogWriter, Segment, segments
 from replay import report as report_mod
 from replay.parts import LateSkips, Restart, SegmentQueue, duplicates
 from replay.runner import Job, JobResult, Request, progress_counter
+from replay.select import Piece
 from replay.tally import Summary, earliest, firsts
 
 __all__ = ["Done", "replay", "store_outcomes", "summary_path", "write_summary"]
@@ -111,12 +112,12 @@ def _in_process(req: Request, executors: dict[str, Executor] | None, keep: int) 
 
 def _job_process(conn: Connection, req: Request, part: int, queue: SegmentQueue, keep: int) -> None:
     """A job process: (skip) -> its firsts; (every job's firsts) -> its JobResult."""
-    taken: list[Segment] = []
+    taken: list[Segment | Piece] = []
 
     def receive(block: bool) -> Any:
         return conn.recv() if block or conn.poll() else None
 
-    def mine() -> Iterator[Segment]:
+    def mine() -> Iterator[Segment | Piece]:
         for seg in queue.take():
             taken.append(seg)
             yield seg
@@ -173,7 +174,7 @@ def _in_processes(req: Request, keep: int) -> JobResult:
     conns: list[Connection] = []
     procs: list[BaseProcess] = []
     try:
-        queue = SegmentQueue(segs, ctx)
+        queue = SegmentQueue(segs, ctx, jobs=req.jobs)
         for k in range(req.jobs):
             here, there = ctx.Pipe()
             proc = ctx.Process(target=_job_process, args=(there, req, k, queue, keep),

@@ -39,6 +39,7 @@ from typing import Any
 import msgspec
 
 from ingest.log import Segment, iter_raw_lines
+from replay.select import Piece
 
 __all__ = ["ACTIVE_ROW_BYTES", "LateSkips", "Restart", "SegmentQueue", "duplicates"]
 
@@ -63,7 +64,10 @@ def _rows(seg: Segment) -> int:
 
 class SegmentQueue:
     """The segments of a replay, largest first, each taken by one job (`take`); forked
-    job processes share the position (a `multiprocessing.Value`).
+    job processes share the position (a `multiprocessing.Value`). The last ``2 * jobs``
+    sealed segments are handed out in halves (`replay.select.Piece`), so that the jobs
+    finish within half a segment of each other (each half decompresses its segment's
+    records again: a small price at the end only).
 
     Example:
         >>> q = SegmentQueue([])
@@ -71,13 +75,22 @@ class SegmentQueue:
         ([], [])
     """
 
-    def __init__(self, segs: list[Segment], ctx: Any = None) -> None:
+    def __init__(self, segs: list[Segment], ctx: Any = None, *, jobs: int = 1) -> None:
         import multiprocessing
 
-        self.segs = sorted(segs, key=lambda s: -_rows(s))  # stable: ties in log order
+        sized = sorted(((_rows(s), s) for s in segs), key=lambda t: -t[0])  # ties: log order
+        tail = [i for i, (_, s) in enumerate(sized) if s.kind == "sealed" and _flat(s)]
+        halve = set(tail[-2 * jobs :]) if jobs > 1 else set()
+        self.segs: list[Segment | Piece] = []
+        for i, (rows, seg) in enumerate(sized):
+            if i in halve and rows > 1:
+                mid = 1 + rows // 2
+                self.segs += [Piece(seg, 1, mid), Piece(seg, mid, rows + 1)]
+            else:
+                self.segs.append(seg)
         self._next = (ctx or multiprocessing).Value("i", 0)
 
-    def take(self) -> Iterator[Segment]:
+    def take(self) -> Iterator[Segment | Piece]:
         """The next segments no job has taken yet, until none is left."""
         while True:
             with self._next.get_lock():

@@ -41,7 +41,7 @@ from ingest.log import Segment
 from replay.answers import Answers, How, Policy
 from replay.diff import attribute, compare, event_label, hook_meta
 from replay.recorded import RecordedExecutor
-from replay.select import BaseRecord, ChainPosition, Selected, Selection, select
+from replay.select import BaseRecord, ChainPosition, Piece, Selected, Selection, select
 from replay.tally import HOUR_US, Row, Summary, Tally, firsts
 
 __all__ = ["JobResult", "Policy", "Request", "progress_counter", "run_job"]
@@ -116,7 +116,7 @@ class Job:
         part: int,
         *,
         executors: dict[str, Executor] | None = None,
-        segs: Iterable[Segment] | None = None,
+        segs: Iterable[Segment | Piece] | None = None,
         skip: Mapping[str, frozenset[int]] | None = None,
     ) -> None:
         self.req = req

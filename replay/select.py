@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -41,6 +41,7 @@ from ingest.log import Segment, iter_raw_lines, segments
 __all__ = [
     "BaseRecord",
     "ChainPosition",
+    "Piece",
     "Selected",
     "Selection",
     "parse_when",
@@ -199,6 +200,14 @@ class Selected:
         return self._payload
 
 
+class Piece(NamedTuple):
+    """Rows [lo, hi) (numbers from 1) of a segment: a share of it for one replay job."""
+
+    segment: Segment
+    lo: int
+    hi: int
+
+
 @dataclass(frozen=True, slots=True)
 class ChainPosition:
     """The last selected record of one worker chain: it commits to the chain up to it."""
@@ -232,9 +241,12 @@ def _groups(pf: Any, sel: Selection) -> Iterator[int]:
         yield group
 
 
-def _keep(small: Any, sel: Selection, first: int, skip: frozenset[int]) -> list[int] | None:
+def _keep(
+    small: Any, sel: Selection, first: int, skip: frozenset[int], span: tuple[int, int] | None
+) -> list[int] | None:
     """Indexes of the rows of a row group to select (None: all of them); `first` is the
-    row number (from 1) of its first row in the segment, `skip` rows never selected."""
+    row number (from 1) of its first row in the segment, `skip` rows never selected,
+    `span` the row numbers [lo, hi) to read (None: all)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -256,18 +268,22 @@ def _keep(small: Any, sel: Selection, first: int, skip: frozenset[int]) -> list[
             mask = pc.and_(mask, pc.less(ts, int(sel._hi)))
     mask = pc.fill_null(mask, False)
     hidden = [n - first for n in skip if first <= n < first + len(small)]
-    if not hidden and pc.all(mask).as_py():
+    lo, hi = (0, len(small)) if span is None else (max(0, span[0] - first), span[1] - first)
+    if not hidden and lo == 0 and hi >= len(small) and pc.all(mask).as_py():
         return None
     keep: list[int] = pc.indices_nonzero(mask).to_pylist()
-    if hidden:
+    if hidden or lo > 0 or hi < len(small):
         gone = set(hidden)
-        keep = [i for i in keep if i not in gone]
+        keep = [i for i in keep if lo <= i < hi and i not in gone]
     return keep
 
 
-def _sealed_rows(seg: Segment, sel: Selection, skip: frozenset[int]) -> Iterator[memoryview] | None:
-    """Records of a sealed segment that pass the filters, using its flat columns; None when
-    the segment has no such columns (then every record is decoded)."""
+def _sealed_rows(
+    seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
+) -> Iterator[memoryview] | None:
+    """Records of a sealed segment (rows `span` of it, else all) that pass the filters,
+    using its flat columns; None when the segment has no such columns (then every record
+    is decoded)."""
     import pyarrow.parquet as pq
 
     try:
@@ -291,8 +307,10 @@ def _sealed_rows(seg: Segment, sel: Selection, skip: frozenset[int]) -> Iterator
     def rows() -> Iterator[memoryview]:
         with pf:
             for group in _groups(pf, sel):
+                if span is not None and (starts[group + 1] <= span[0] or starts[group] >= span[1]):
+                    continue
                 small = pf.read_row_group(group, columns=needed)
-                keep = _keep(small, sel, starts[group], skip)
+                keep = _keep(small, sel, starts[group], skip, span)
                 if keep is None or keep:  # None: every row
                     records = pf.read_row_group(group, columns=["record"]).column(0)
                     yield from _views(records.combine_chunks(), keep)
@@ -317,11 +335,14 @@ def _views(records: Any, keep: list[int] | None) -> Iterator[memoryview]:
             yield view[off[i] : off[i + 1]]
 
 
-def _active_rows(seg: Segment, sel: Selection, skip: frozenset[int]) -> Iterator[bytes]:
+def _active_rows(
+    seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
+) -> Iterator[bytes]:
     everything = sel.session is None and not sel.event and sel.ids is None
     everything = everything and sel.since is None and sel.until is None
+    lo, hi = span if span is not None else (1, float("inf"))
     for n, raw in iter_raw_lines(seg):
-        if n in skip:
+        if n in skip or not lo <= n < hi:
             continue
         if everything:  # no filter to apply before `select` decodes the record
             yield raw
@@ -342,12 +363,13 @@ def select(
     data_dir: str | Path,
     sel: Selection,
     *,
-    segs: Iterable[Segment] | None = None,
+    segs: Iterable[Segment | Piece] | None = None,
     skip: Mapping[str, frozenset[int]] | None = None,
 ) -> Iterator[Selected]:
     """The baseline records a replay job evaluates, once per event id, in log order.
 
-    `segs` reads only those segments (default: all, in log order); `skip` then names the
+    `segs` reads only those segments or pieces of segments (default: all, in log order);
+    `skip` then names the
     rows (segment name -> row numbers from 1) that are later copies of an event stored
     twice (`replay.parts.duplicates`). Without `skip`, the copies are found while reading.
 
@@ -356,10 +378,11 @@ def select(
         []
     """
     seen: set[str] | None = set() if skip is None else None
-    for seg in segments(data_dir) if segs is None else segs:
+    for item in segments(data_dir) if segs is None else segs:
+        seg, span = (item.segment, (item.lo, item.hi)) if isinstance(item, Piece) else (item, None)
         hidden = skip.get(seg.name, _NONE) if skip is not None else _NONE
-        rows = _sealed_rows(seg, sel, hidden) if seg.kind == "sealed" else None
-        for raw in rows if rows is not None else _active_rows(seg, sel, hidden):
+        rows = _sealed_rows(seg, sel, hidden, span) if seg.kind == "sealed" else None
+        for raw in rows if rows is not None else _active_rows(seg, sel, hidden, span):
             try:
                 base = _base_decoder.decode(raw)
             except msgspec.DecodeError as exc:

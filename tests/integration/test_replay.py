@@ -33,9 +33,9 @@ from engine.sources import load_sources
 from ingest.log import LogWriter, iter_outcomes, segments
 from replay.cli import replay_cmd
 from replay.jobs import replay
-from replay.parts import duplicates
+from replay.parts import SegmentQueue, duplicates
 from replay.runner import Policy, Request
-from replay.select import Selection
+from replay.select import Piece, Selection, select
 
 HOOKS_PY = """
 def _cmd(event):
@@ -264,6 +264,24 @@ def test_an_event_stored_twice_is_replayed_once_whatever_the_jobs(ds: Dataset) -
     assert duplicates(segments(ds.data)) == {
         "sealed/w1/00000001.parquet": frozenset({7}), "active/w2/00000001.jsonl": frozenset({1, 6}),
     }  # fmt: skip
+
+
+def test_pieces_of_a_segment_select_what_the_whole_does(ds: Dataset) -> None:
+    with LogWriter.open(ds.data, "w1") as w:
+        assert w.seal() is not None
+    (seg,) = segments(ds.data)
+    whole = [bytes(s.line) for s in select(ds.data, Selection())]
+    assert len(whole) == len(EVENTS)
+    for cut in (1, 4, 10, 11):  # the row where the second piece starts
+        halves = [Piece(seg, 1, cut), Piece(seg, cut, len(EVENTS) + 1)]
+        got = [bytes(s.line) for s in select(ds.data, Selection(), segs=halves, skip={})]
+        assert got == whole
+    skip = {seg.name: frozenset({2, 7})}
+    got = [bytes(s.line) for s in select(ds.data, Selection(), segs=[Piece(seg, 2, 8)], skip=skip)]
+    assert got == [whole[i] for i in (2, 3, 4, 5)]  # rows 3-6 (row numbers from 1)
+    q = SegmentQueue([seg], jobs=2)  # the last sealed segments go out in halves
+    assert q.segs == [Piece(seg, 1, 6), Piece(seg, 6, 11)]
+    assert run(ds, strict_settings(ds), jobs=2)["selected"] == len(EVENTS)
 
 
 def test_an_unreadable_first_copy_does_not_hide_the_readable_one(ds: Dataset) -> None:
