@@ -42,9 +42,9 @@ from replay.answers import Answers, How, Policy
 from replay.diff import attribute, compare, event_label, hook_meta
 from replay.recorded import RecordedExecutor
 from replay.select import BaseRecord, ChainPosition, Piece, Selected, Selection, select
-from replay.tally import HOUR_US, Row, Summary, Tally, firsts
+from replay.tally import HOUR_US, Row, Summary, Tally
 
-__all__ = ["JobResult", "Policy", "Request", "progress_counter", "run_job"]
+__all__ = ["Job", "JobResult", "Policy", "Request", "progress_counter"]
 
 Posture = Literal["compat", "enforcing"]
 Profile = Literal["current", "legacy"]
@@ -384,23 +384,3 @@ def _run_inline(flow: Flow) -> Evaluation:
         evaluation: Evaluation = done.value
         return evaluation
     raise RuntimeError("a flow without hooks asked to run hooks")
-
-
-def run_job(req: Request, part: int, executors: dict[str, Executor] | None = None) -> JobResult:
-    """Run one job over the whole log in this process and settle it (see `Job.run_sync`).
-
-    Example:
-        >>> import tempfile
-        >>> from engine.records import uuid7
-        >>> d = tempfile.mkdtemp()
-        >>> from pathlib import Path
-        >>> Path(d, "s.json").write_text("{}")
-        2
-        >>> run_job(Request(d, (("project", f"{d}/s.json"),), uuid7()), 0).summary.events
-        0
-    """
-    job = Job(req, part, executors=executors)
-    result = job.run_sync()
-    job.settle(firsts(result.summary.rows))
-    result.summary.finish()
-    return result

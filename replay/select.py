@@ -1,11 +1,9 @@
 """Select the historical events a replay re-evaluates, straight from the append-only log.
 
 Rules of this file:
-- The log is found and read through `ingest.log` (`segments`, `iter_raw_lines`); a sealed
-  segment's flat columns (`ingest.logverify.SCHEMA`) are used, when present, to skip
-  records before decoding them: a row group whose ``ts`` statistics lie outside the time
-  range is not read at all, and the ``record`` column is only read for row groups with a
-  selected row. Records are handed out as memoryviews of the Arrow buffer (no copies).
+- The log is found and read through `ingest.log` (`segments`, `iter_raw_lines`); sealed
+  segments through their flat columns when they have them (`replay.sealed`: records are
+  filtered before they are decoded, and handed out as memoryviews of the Arrow buffer).
   Nothing here writes.
 - An unreadable record is skipped with a warning (`hookaudit verify` names it).
 - A baseline is a live outcome (``replay_id`` is null). An event stored twice (a
@@ -37,6 +35,7 @@ import msgspec
 
 from engine.records import ENGINE_VERSION, HookEvent, HookRun, Outcome, payload_dict
 from ingest.log import Segment, iter_raw_lines, segments
+from replay.sealed import sealed_rows
 
 __all__ = [
     "BaseRecord",
@@ -51,7 +50,6 @@ __all__ = [
 _logger = logging.getLogger(__name__)
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_FLAT = ("id", "ts", "event", "session_id", "replay_id", "record")
 _NONE: frozenset[int] = frozenset()
 _NO_RUNS = msgspec.Raw(b"[]")
 
@@ -216,125 +214,6 @@ class ChainPosition:
     hash: str
 
 
-def _us(value: object) -> float | None:
-    """µs since the epoch of a Parquet statistic of the `ts` column (None when unknown)."""
-    if isinstance(value, datetime):
-        when = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return when.timestamp() * 1e6
-    return float(value) if isinstance(value, int) else None
-
-
-def _groups(pf: Any, sel: Selection) -> Iterator[int]:
-    """Row groups that may hold selected events: the `ts` statistics prune the others."""
-    md = pf.metadata
-    leaf = None
-    if md.num_row_groups and (sel.since is not None or sel.until is not None):
-        first = md.row_group(0)
-        leaf = next((j for j in range(first.num_columns)
-                     if first.column(j).path_in_schema == "ts"), None)  # fmt: skip
-    for group in range(md.num_row_groups):
-        st = md.row_group(group).column(leaf).statistics if leaf is not None else None
-        if st is not None and st.has_min_max:
-            lo, hi = _us(st.min), _us(st.max)
-            if (hi is not None and hi < sel._lo) or (lo is not None and lo >= sel._hi):
-                continue
-        yield group
-
-
-def _keep(
-    small: Any, sel: Selection, first: int, skip: frozenset[int], span: tuple[int, int] | None
-) -> list[int] | None:
-    """Indexes of the rows of a row group to select (None: all of them); `first` is the
-    row number (from 1) of its first row in the segment, `skip` rows never selected,
-    `span` the row numbers [lo, hi) to read (None: all)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    mask = pc.is_null(small.column("replay_id"))  # live outcomes only
-    if sel.session is not None:
-        sids = pc.fill_null(small.column("session_id"), "")
-        mask = pc.and_(mask, pc.equal(sids, sel.session))
-    if sel.event:
-        events = pa.array(sorted(sel.event), pa.string())
-        mask = pc.and_(mask, pc.is_in(small.column("event"), value_set=events))
-    if sel.ids is not None:
-        ids = pa.array(sorted(sel.ids), pa.string())
-        mask = pc.and_(mask, pc.is_in(small.column("id"), value_set=ids))
-    if sel.since is not None or sel.until is not None:
-        ts = small.column("ts").cast(pa.int64())
-        if sel.since is not None:
-            mask = pc.and_(mask, pc.greater_equal(ts, int(sel._lo)))
-        if sel.until is not None:
-            mask = pc.and_(mask, pc.less(ts, int(sel._hi)))
-    mask = pc.fill_null(mask, False)
-    hidden = [n - first for n in skip if first <= n < first + len(small)]
-    lo, hi = (0, len(small)) if span is None else (max(0, span[0] - first), span[1] - first)
-    if not hidden and lo == 0 and hi >= len(small) and pc.all(mask).as_py():
-        return None
-    keep: list[int] = pc.indices_nonzero(mask).to_pylist()
-    if hidden or lo > 0 or hi < len(small):
-        gone = set(hidden)
-        keep = [i for i in keep if lo <= i < hi and i not in gone]
-    return keep
-
-
-def _sealed_rows(
-    seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
-) -> Iterator[memoryview] | None:
-    """Records of a sealed segment (rows `span` of it, else all) that pass the filters,
-    using its flat columns; None when the segment has no such columns (then every record
-    is decoded)."""
-    import pyarrow.parquet as pq
-
-    try:
-        pf = pq.ParquetFile(seg.path)
-    except (OSError, ValueError):
-        return None
-    if not all(name in pf.schema_arrow.names for name in _FLAT):
-        pf.close()
-        return None
-
-    needed = ["replay_id"]  # the flat columns the filters read
-    needed += ["session_id"] if sel.session is not None else []
-    needed += ["event"] if sel.event else []
-    needed += ["id"] if sel.ids is not None else []
-    needed += ["ts"] if sel.since is not None or sel.until is not None else []
-    md = pf.metadata
-    starts = [1]  # row number of each row group's first row
-    for group in range(md.num_row_groups):
-        starts.append(starts[-1] + md.row_group(group).num_rows)
-
-    def rows() -> Iterator[memoryview]:
-        with pf:
-            for group in _groups(pf, sel):
-                if span is not None and (starts[group + 1] <= span[0] or starts[group] >= span[1]):
-                    continue
-                small = pf.read_row_group(group, columns=needed)
-                keep = _keep(small, sel, starts[group], skip, span)
-                if keep is None or keep:  # None: every row
-                    records = pf.read_row_group(group, columns=["record"]).column(0)
-                    yield from _views(records.combine_chunks(), keep)
-
-    return rows()
-
-
-def _views(records: Any, keep: list[int] | None) -> Iterator[memoryview]:
-    """Values of an Arrow binary array (those at `keep`, else all) as memoryviews of its
-    buffer: no copy of the records."""
-    import pyarrow as pa
-
-    _, offsets, data = records.buffers()
-    start = records.offset
-    raw = memoryview(offsets)
-    wide = pa.types.is_large_binary(records.type)
-    off = (raw.cast("q") if wide else raw.cast("i"))[start : start + len(records) + 1]
-    view = memoryview(data)
-    valid = records.is_valid().to_pylist() if records.null_count else None
-    for i in range(len(records)) if keep is None else keep:
-        if valid is None or valid[i]:
-            yield view[off[i] : off[i + 1]]
-
-
 def _active_rows(
     seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
 ) -> Iterator[bytes]:
@@ -381,7 +260,7 @@ def select(
     for item in segments(data_dir) if segs is None else segs:
         seg, span = (item.segment, (item.lo, item.hi)) if isinstance(item, Piece) else (item, None)
         hidden = skip.get(seg.name, _NONE) if skip is not None else _NONE
-        rows = _sealed_rows(seg, sel, hidden, span) if seg.kind == "sealed" else None
+        rows = sealed_rows(seg, sel, hidden, span) if seg.kind == "sealed" else None
         for raw in rows if rows is not None else _active_rows(seg, sel, hidden, span):
             try:
                 base = _base_decoder.decode(raw)
