@@ -228,6 +228,8 @@ def test_sessions_spread_over_jobs_settle_like_one_job(ds: Dataset) -> None:
     assert two["counterfactual_changed"] == 1 and two["sessions"] == {"changed": 3, "total": 4}
     # counterfactual events are not stored, whichever job found them
     assert one["stored"]["outcomes"] == two["stored"]["outcomes"] == 3
+    # more jobs than segments (or pieces): the idle ones add nothing
+    same_result(one, run(ds, strict, jobs=5, policy={"store": "none"}))
     # the report keeps the first rows in time order; the counts cover every row
     firsts = [run(ds, strict, jobs=j, max_rows=2) for j in (1, 2)]
     for cut in firsts:
@@ -264,6 +266,16 @@ def test_an_event_stored_twice_is_replayed_once_whatever_the_jobs(ds: Dataset) -
     assert duplicates(segments(ds.data)) == {
         "sealed/w1/00000001.parquet": frozenset({7}), "active/w2/00000001.jsonl": frozenset({1, 6}),
     }  # fmt: skip
+
+
+def test_an_empty_log_replays_to_nothing_with_jobs(tmp_path: Path) -> None:
+    settings = tmp_path / "s.json"
+    settings.write_text("{}")
+    req = Request(str(tmp_path / "data"), (("project", str(settings)),), uuid7(), jobs=2)
+    rep = replay(req).report
+    assert (rep["selected"], rep["events"], rep["changed"], rep["sessions"]) == (
+        0, 0, 0, {"changed": 0, "total": 0},
+    )  # fmt: skip
 
 
 def test_pieces_of_a_segment_select_what_the_whole_does(ds: Dataset) -> None:
