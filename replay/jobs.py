@@ -3,11 +3,12 @@
 Rules of this file:
 - The settings are loaded here first, so a bad settings file fails before any job
   starts; each job process loads them again itself (nothing unpicklable crosses).
-- ``--jobs N`` runs N processes, each reading the segments of the log it takes from
-  a shared queue (`replay.parts.SegmentQueue`); the parent meanwhile finds the stored copies of re-delivered
-  events (`replay.parts.duplicates`) and sends them to every job, which starts without
-  them (`replay.parts.LateSkips`: it starts over in the rare case they concern what it
-  has already read, and hooks it ran for those events run again). Each job sends
+- ``--jobs N`` runs N processes, each reading the segments of the log it takes from a
+  shared queue (`replay.parts.SegmentQueue`); the parent meanwhile finds the stored
+  copies of re-delivered events (`replay.parts.duplicates`) and sends them to every
+  job, which starts without them (`replay.parts.LateSkips`: it starts over in the rare
+  case they concern what it has already read, and hooks it ran for those events run
+  again). Each job sends
   the first behavioural change of each session it saw (`replay.tally.firsts`); the
   parent sends back the earliest of every job's, with which each job applies the
   session rule to its part (`Tally.settle`) and sends its result to be added.

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -180,7 +181,6 @@ def duplicates(segs: list[Segment]) -> dict[str, frozenset[int]]:
         {}
     """
     import duckdb
-    import pyarrow as pa
 
     order = {seg.name: i for i, seg in enumerate(segs)}
     flat = [seg for seg in segs if seg.kind == "sealed" and _flat(seg)]
@@ -189,34 +189,49 @@ def duplicates(segs: list[Segment]) -> dict[str, frozenset[int]]:
     lines = {seg.name: _line_ids(seg) for seg in segs if seg.name not in scanned}
     if not flat and not any(lines.values()):
         return {}
+    try:
+        rows = _copies(duckdb.connect(config={"threads": 1}), lines, list(by_path))
+    except duckdb.Error as exc:  # a sealed file DuckDB cannot read: read every record
+        _logger.warning("scanning sealed ids with DuckDB failed (%s); reading the records", exc)
+        by_path = {}
+        lines = {seg.name: _line_ids(seg) for seg in segs}
+        counts = Counter(eid for found in lines.values() for eid, _ in found)
+        rows = [(e, name, n) for name, f in lines.items() for e, n in f if counts[e] > 1]
+    return _later_copies(rows, by_path, order, {seg.name: seg for seg in segs}) if rows else {}
+
+
+def _copies(con: Any, lines: dict[str, list[tuple[str, int]]], sealed: list[str]) -> list[Any]:
+    """(id, segment name or sealed path, row) of every live copy of an id stored more
+    than once, `lines` holding the line-read segments' ids; [] when there is none."""
+    import pyarrow as pa
+
     ids = [eid for found in lines.values() for eid, _ in found]
-    sealed = "SELECT id FROM read_parquet(?) WHERE replay_id IS NULL UNION ALL " if flat else ""
-    params: list[Any] = [list(by_path)] if flat else []
-    con = duckdb.connect(config={"threads": 1})  # the replay's jobs have the cores
+    union = "SELECT id FROM read_parquet(?) WHERE replay_id IS NULL UNION ALL " if sealed else ""
+    params: list[Any] = [sealed] if sealed else []
     try:
         con.register("lines", pa.table({"id": pa.array(ids, pa.string())}))
         repeated = con.execute(
-            f"SELECT id FROM ({sealed}SELECT id FROM lines) GROUP BY id HAVING count(*) > 1",
+            f"SELECT id FROM ({union}SELECT id FROM lines) GROUP BY id HAVING count(*) > 1",
             params,
         ).fetchall()
         if not repeated:  # the usual answer
-            return {}
+            return []
         # where each copy of those ids is (rare)
-        con.register("repeated", pa.table({"id": pa.array([r[0] for r in repeated])}))
         wanted = {r[0] for r in repeated}
-        rows: list[tuple[str, str, int]] = [
+        rows: list[Any] = [
             (eid, name, n) for name, found in lines.items() for eid, n in found if eid in wanted
         ]
-        if flat:
+        if sealed:
+            con.register("repeated", pa.table({"id": pa.array(sorted(wanted), pa.string())}))
             rows += con.execute(
                 "SELECT id, filename, file_row_number + 1 "
                 "FROM read_parquet(?, filename = true, file_row_number = true) "
                 "WHERE replay_id IS NULL AND id IN (SELECT id FROM repeated)",
                 params,
             ).fetchall()
+        return rows
     finally:
         con.close()
-    return _later_copies(rows, by_path, order, {seg.name: seg for seg in segs})
 
 
 def _later_copies(

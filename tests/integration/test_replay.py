@@ -296,6 +296,27 @@ def test_pieces_of_a_segment_select_what_the_whole_does(ds: Dataset) -> None:
     assert run(ds, strict_settings(ds), jobs=2)["selected"] == len(EVENTS)
 
 
+def test_duplicates_without_duckdb_read_every_record(
+    ds: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import duckdb
+
+    from replay import parts
+
+    spread(ds, {"w1": [1, 2], "w2": [3]})
+    with LogWriter.open(ds.data, "w1") as w:
+        assert w.seal() is not None
+    expected = duplicates(segments(ds.data))
+    assert expected == {"sealed/w1/00000001.parquet": frozenset({7}),
+                        "active/w2/00000001.jsonl": frozenset({1, 6})}  # fmt: skip
+
+    def fail(*args: Any) -> Any:
+        raise duckdb.IOException("cannot read")
+
+    monkeypatch.setattr(parts, "_copies", fail)
+    assert duplicates(segments(ds.data)) == expected
+
+
 def test_an_unreadable_first_copy_does_not_hide_the_readable_one(ds: Dataset) -> None:
     spread(ds)
     w1, w2 = (next(s for s in segments(ds.data) if s.worker == w) for w in ("w1", "w2"))
