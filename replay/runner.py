@@ -49,7 +49,10 @@ __all__ = ["Job", "JobResult", "Policy", "Request", "progress_counter"]
 Posture = Literal["compat", "enforcing"]
 Profile = Literal["current", "legacy"]
 _EMPTY: dict[str, Any] = {}
-_QUEUE = 8  # events in flight per hook slot
+# Events in flight per hook slot: enough queued hooks to keep the slots busy while the
+# job reads a segment without yielding (decompressing a sealed row group, scanning an
+# active segment for a time window: up to ~0.3 s, i.e. ~300 spawns here).
+_QUEUE = 64
 # Events read so far, in shared memory that forked job processes inherit (for progress
 # lines; a lost update between two jobs only makes a progress line a little low).
 PROGRESS: Any = None
