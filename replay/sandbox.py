@@ -232,8 +232,24 @@ class SandboxExecutor:
 # ----------------------------------------------------------------------------- the helper
 
 
+def _pidfd_watcher() -> None:
+    """On Python 3.11, reap hooks with a pidfd instead of a thread per child (3.12 does so
+    by default): the helper starts thousands of processes."""
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        return
+    try:
+        os.close(os.pidfd_open(os.getpid()))  # pidfds may be refused (old kernel, seccomp)
+    except OSError:
+        return
+    watcher = asyncio.PidfdChildWatcher()
+    watcher.attach_loop(asyncio.get_running_loop())
+    asyncio.set_child_watcher(watcher)
+
+
 async def _serve(grace: float, concurrency: int) -> None:
     from engine.executors.command import CommandExecutor
+
+    _pidfd_watcher()
 
     root = Path(tempfile.mkdtemp(prefix="hookaudit-sandbox-"))
     home = root / "home"
