@@ -80,7 +80,7 @@ class SegmentQueue:
         import multiprocessing
 
         sized = sorted(((_rows(s), s) for s in segs), key=lambda t: -t[0])  # ties: log order
-        tail = [i for i, (_, s) in enumerate(sized) if s.kind == "sealed" and _flat(s)]
+        tail = [i for i, (_, s) in enumerate(sized) if s.kind == "sealed"]
         halve = set(tail[-2 * jobs :]) if jobs > 1 else set()
         self.segs: list[Segment | Piece] = []
         for i, (rows, seg) in enumerate(sized):
