@@ -1,9 +1,11 @@
 """Drive the engine's decision flow over selected history: one replay job.
 
 Rules of this file:
-- The decision is `engine.flow.decide`'s, the same generator live workers run; this
-  module only answers its `RunHooks` effect, through `replay.answers` (the policy table:
-  the log, this process, the sandbox or nobody), and compares the result.
+- The decision is `engine.flow.decide`'s, the flow live workers run: this module calls
+  its two halves (`engine.plan.plan`, then `engine.flow.finish` with the hooks'
+  answers) directly, which saves a generator per event; it only answers the planned
+  hooks, through `replay.answers` (the policy table: the log, this process, the sandbox
+  or nobody), and compares the result.
 - An event with a hook that is not evaluated gets no decision: it is counted apart and
   never compared.
 - The posture is the candidate settings' for the event when they set one, else the
@@ -32,14 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.effects import Executor, RawResult, RunHooks
-from engine.flow import Evaluation, Flow, decide
+from engine.effects import Executor, RawResult
+from engine.flow import Evaluation, Flow, decide, finish
+from engine.plan import Plan, plan
 from engine.records import HookRun, encode_msgpack
 from engine.run import to_outcome
 from engine.sources import Effective, load_sources
 from ingest.log import Segment
 from replay.answers import Answers, How, Policy
-from replay.diff import attribute, compare, event_label, hook_meta
+from replay.diff import Change, attribute, compare, event_label, hook_meta
 from replay.recorded import RecordedExecutor
 from replay.select import BaseRecord, ChainPosition, Piece, Selected, Selection, select
 from replay.tally import HOUR_US, Row, Summary, Tally
@@ -157,18 +160,18 @@ class Job:
         posture, profile, quiet = ctx
         if quiet is not None:  # no hook for this event: the decision is always the same
             return quiet
-        flow = decide(
-            ev.event, sel.payload(), ev.payload.encode(), eff,
-            posture=posture, profile=profile, home=self.req.home,
-        )  # fmt: skip
-        try:
-            effect = next(flow)
-        except StopIteration as done:
-            evaluation: Evaluation = done.value
-            return evaluation
+        # `engine.flow.decide`'s two halves, called directly (no generator per event).
+        event = ev.event
+        payload = sel.payload()
+        the_plan = plan(
+            event, payload, ev.payload.encode(), eff, profile=profile, home=self.req.home
+        )
+        invocations = the_plan.invocations
+        if not invocations:
+            return finish(event, payload, the_plan, (), posture=posture, profile=profile)
         rec: list[RecordedExecutor | None] = [None]
         answer = self.answers.answer
-        answers: list[Any] = [answer(sel, inv, rec, how) for inv in effect.invocations]
+        answers: list[Any] = [answer(sel, inv, rec, how) for inv in invocations]
         inline = True
         for a in answers:
             if a is None:  # a hook the policy does not let run: no decision
@@ -179,15 +182,18 @@ class Job:
             if type(a) is not RawResult:
                 inline = False
         if inline:
-            try:
-                flow.send(answers)
-            except StopIteration as done:
-                evaluation = done.value
-                return evaluation
-            raise RuntimeError("the decision flow asked for a second round of hooks")
-        return self._finish(flow, effect, answers)
+            return finish(event, payload, the_plan, answers, posture=posture, profile=profile)
+        return self._finish(event, payload, the_plan, answers, posture, profile)
 
-    async def _finish(self, flow: Flow, effect: RunHooks, answers: list[Any]) -> _Result:
+    async def _finish(
+        self,
+        event: str,
+        payload: dict[str, Any],
+        the_plan: Plan,
+        answers: list[Any],
+        posture: Posture,
+        profile: Profile,
+    ) -> _Result:
         pending = [i for i, a in enumerate(answers) if not isinstance(a, RawResult)]
         if len(pending) == 1:  # the usual case: awaited here, without a task of its own
             answers[pending[0]] = await answers[pending[0]]
@@ -195,12 +201,7 @@ class Job:
             done = await asyncio.gather(*(answers[i] for i in pending))
             for i, res in zip(pending, done, strict=True):
                 answers[i] = res
-        try:
-            flow.send(answers)
-        except StopIteration as stop:
-            evaluation: Evaluation = stop.value
-            return evaluation
-        raise RuntimeError("the decision flow asked for a second round of hooks")
+        return finish(event, payload, the_plan, answers, posture=posture, profile=profile)
 
     def _context(
         self, eff: Effective, event: str, b: BaseRecord
@@ -252,7 +253,24 @@ class Job:
         tally.summary.events += 1  # Tally.events_seen, inline: once per event
         tally.users[ev.user] += 1
         tally.hours[ts_us // HOUR_US] += 1
-        change = compare(sel.base if base is None else base.decision, cand.decision)
+        self._conclude(
+            sel,
+            ts_us,
+            cand,
+            base,
+            compare(sel.base if base is None else base.decision, cand.decision),
+        )
+
+    def _conclude(
+        self,
+        sel: Selected,
+        ts_us: int,
+        cand: Evaluation,
+        base: Evaluation | None,
+        change: Change | None,
+    ) -> None:
+        """The rest of `conclude`, once the event is counted and compared."""
+        ev = sel.base.event
         row: Row | None = None
         if change is not None:
             base_runs = sel.runs() if base is None else list(base.runs)
@@ -281,9 +299,29 @@ class Job:
         ts_us = self._inputs(sel)
         how: How = []
         cand = self._evaluate(sel, self.cand, how)
-        base = self._evaluate(sel, self.base, []) if self.base is not None else None
+        if self.base is None:
+            if type(cand) is Evaluation:  # the usual case, inline: `conclude` in short
+                if how or cand.runs:
+                    self._count_runs(cand.runs, how)
+                b = sel.base
+                ev = b.event
+                tally = self.tally
+                tally.summary.events += 1
+                tally.users[ev.user] += 1
+                tally.hours[ts_us // HOUR_US] += 1
+                change = compare(b, cand.decision)
+                if change is None and self.policy.store != "all":
+                    tally.add(ev.session_id, ts_us, ev.id, None)
+                    return None
+                self._conclude(sel, ts_us, cand, None, change)
+                return None
+            if type(cand) is _NotEvaluated:
+                self.conclude(sel, ts_us, cand, None, how)
+                return None
+            return self._conclude_later(sel, ts_us, cand, None, how)
+        base = self._evaluate(sel, self.base, [])
         if (type(cand) is Evaluation or type(cand) is _NotEvaluated) and (
-            base is None or type(base) is Evaluation or type(base) is _NotEvaluated
+            type(base) is Evaluation or type(base) is _NotEvaluated
         ):
             self.conclude(sel, ts_us, cand, base, how)
             return None

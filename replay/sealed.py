@@ -20,16 +20,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ingest.log import Segment
 
 if TYPE_CHECKING:
     from replay.select import Selection
 
-__all__ = ["sealed_rows"]
+__all__ = ["Batch", "sealed_rows"]
 
 _FLAT = ("id", "ts", "event", "session_id", "replay_id", "record")
 
@@ -96,12 +96,21 @@ def _keep(
     return keep
 
 
+class Batch(NamedTuple):
+    """Selected records of one row group: record ``i`` is ``data[offsets[i]:offsets[i + 1]]``
+    for each ``i`` in `indices` (memoryviews of the Arrow buffers: no copies)."""
+
+    data: memoryview
+    offsets: memoryview
+    indices: Sequence[int]
+
+
 def sealed_rows(
     seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
-) -> Iterator[memoryview] | None:
-    """Records of a sealed segment (rows `span` of it, else all) that pass the filters,
-    using its flat columns; None when the segment has no such columns (then every record
-    is decoded)."""
+) -> Iterator[Batch] | None:
+    """Batches of the records of a sealed segment (rows `span` of it, else all) that pass
+    the filters, using its flat columns; None when the segment has no such columns (then
+    every record is decoded)."""
     import pyarrow.parquet as pq
 
     try:
@@ -122,7 +131,7 @@ def sealed_rows(
     for group in range(md.num_row_groups):
         starts.append(starts[-1] + md.row_group(group).num_rows)
 
-    def rows() -> Iterator[memoryview]:
+    def batches() -> Iterator[Batch]:
         with pf:
             for group in _groups(pf, sel):
                 if span is not None and (starts[group + 1] <= span[0] or starts[group] >= span[1]):
@@ -131,23 +140,24 @@ def sealed_rows(
                 keep = _keep(small, sel, starts[group], skip, span)
                 if keep is None or keep:  # None: every row
                     records = pf.read_row_group(group, columns=["record"]).column(0)
-                    yield from _views(records.combine_chunks(), keep)
+                    yield _batch(records.combine_chunks(), keep)
 
-    return rows()
+    return batches()
 
 
-def _views(records: Any, keep: list[int] | None) -> Iterator[memoryview]:
-    """Values of an Arrow binary array (those at `keep`, else all) as memoryviews of its
-    buffer: no copy of the records."""
+def _batch(records: Any, keep: list[int] | None) -> Batch:
+    """The values of an Arrow binary array (those at `keep`, else all; never a null)."""
     import pyarrow as pa
 
     _, offsets, data = records.buffers()
+    if data is None or offsets is None:  # no bytes at all: every value is null or empty
+        return Batch(memoryview(b""), memoryview(b""), ())
     start = records.offset
     raw = memoryview(offsets)
     wide = pa.types.is_large_binary(records.type)
     off = (raw.cast("q") if wide else raw.cast("i"))[start : start + len(records) + 1]
-    view = memoryview(data)
-    valid = records.is_valid().to_pylist() if records.null_count else None
-    for i in range(len(records)) if keep is None else keep:
-        if valid is None or valid[i]:
-            yield view[off[i] : off[i + 1]]
+    indices: Sequence[int] = range(len(records)) if keep is None else keep
+    if records.null_count:
+        valid = records.is_valid().to_pylist()
+        indices = [i for i in indices if valid[i]]
+    return Batch(memoryview(data), off, indices)
