@@ -155,7 +155,7 @@ class Answers:
         stored runs, which events answered without the log never pay for).
         """
         kind = inv.identity.type
-        hid = identity_key(inv.identity)
+        hid = inv.hook_id or identity_key(inv.identity)
         if kind == "python":
             how.append((hid, "executed"))
             quick = self.python.call_sync(inv)

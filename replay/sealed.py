@@ -140,7 +140,9 @@ def sealed_rows(
                 keep = _keep(small, sel, starts[group], skip, span)
                 if keep is None or keep:  # None: every row
                     records = pf.read_row_group(group, columns=["record"]).column(0)
-                    yield _batch(records.combine_chunks(), keep)
+                    # One chunk (the usual case) is used as it is: combining copies it.
+                    one = records.chunk(0) if records.num_chunks == 1 else records.combine_chunks()
+                    yield _batch(one, keep)
 
     return batches()
 
