@@ -28,8 +28,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from engine.records import HookEvent, HookRun, payload_dict
 
@@ -39,6 +40,7 @@ __all__ = [
     "ENGINE_HOOK",
     "Change",
     "DecisionLike",
+    "RunLike",
     "attribute",
     "compare",
     "decision_class",
@@ -92,9 +94,9 @@ def decision_class(d: DecisionLike) -> str:
     return "none"
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
-    """How the candidate decision differs from the baseline for one event."""
+class Change(msgspec.Struct, frozen=True, gc=False):
+    """How the candidate decision differs from the baseline for one event (a Struct:
+    one is made per changed event)."""
 
     baseline: str
     candidate: str
@@ -108,7 +110,7 @@ class Change:
     @property
     def behavioural(self) -> bool:
         """Whether the agent would have seen something else (see the module rules)."""
-        return any(k in BEHAVIOURAL for k in self.kinds)
+        return not BEHAVIOURAL.isdisjoint(self.kinds)
 
 
 def compare(base: DecisionLike, cand: DecisionLike) -> Change | None:
@@ -160,16 +162,34 @@ def _list_change(before: Sequence[str], after: Sequence[str], name: str) -> list
     return [k for k, on in ((f"{name}_added", added), (f"{name}_removed", removed)) if on]
 
 
+class RunLike(Protocol):
+    """What `attribute` reads of a hook run: a `HookRun`, or `replay.select.RunVerdict`
+    (a stored run decoded without its hook identity)."""
+
+    @property
+    def hook_id(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def decision(self) -> str | None: ...
+    @property
+    def message(self) -> str | None: ...
+    @property
+    def error_kind(self) -> str | None: ...
+    @property
+    def output(self) -> dict[str, Any] | None: ...
+
+
 _SILENT: tuple[object, ...] = ("noop", None, None, None, None)
 
 
-def _verdict(run: HookRun | None) -> tuple[object, ...]:
+def _verdict(run: RunLike | None) -> tuple[object, ...]:
     if run is None or (run.outcome == "noop" and run.output is None and run.message is None):
         return _SILENT
     return (run.outcome, run.decision, run.message, run.error_kind, run.output)
 
 
-def _explains(run: HookRun | None, cls: str) -> bool:
+def _explains(run: RunLike | None, cls: str) -> bool:
     """Whether a hook's verdict on one side can produce that side's decision class."""
     if run is None:
         return False
@@ -181,7 +201,7 @@ def _explains(run: HookRun | None, cls: str) -> bool:
 
 
 def attribute(
-    base_runs: Sequence[HookRun], cand_runs: Sequence[HookRun], change: Change
+    base_runs: Sequence[RunLike], cand_runs: Sequence[RunLike], change: Change
 ) -> tuple[str, ...]:
     """The hook ids responsible for a change, in candidate then baseline order.
 
@@ -191,8 +211,8 @@ def attribute(
     >>> attribute([], [r], Change("none", "deny", ("decision",)))
     ('h1',)
     """
-    base_by: dict[str, HookRun] = {r.hook_id: r for r in base_runs}
-    cand_by: dict[str, HookRun] = {r.hook_id: r for r in cand_runs}
+    base_by: dict[str, RunLike] = {r.hook_id: r for r in base_runs}
+    cand_by: dict[str, RunLike] = {r.hook_id: r for r in cand_runs}
     order = list(dict.fromkeys([*cand_by, *base_by]))
     differing = [h for h in order if _verdict(base_by.get(h)) != _verdict(cand_by.get(h))]
     if not differing:

@@ -42,7 +42,7 @@ from engine.run import to_outcome
 from engine.sources import Effective, load_sources
 from ingest.log import Segment
 from replay.answers import Answers, How, Policy
-from replay.diff import Change, attribute, compare, event_label, hook_meta
+from replay.diff import ENGINE_HOOK, Change, attribute, compare, event_label, hook_meta
 from replay.recorded import RecordedExecutor
 from replay.select import BaseRecord, ChainPosition, Piece, Selected, Selection, select
 from replay.tally import HOUR_US, Row, Summary, Tally
@@ -273,11 +273,18 @@ class Job:
         ev = sel.base.event
         row: Row | None = None
         if change is not None:
-            base_runs = sel.runs() if base is None else list(base.runs)
-            hooks = attribute(base_runs, cand.runs, change)
-            for run in base_runs:
-                if run.hook_id in hooks and run.hook_id not in self.tally.meta:
-                    self.tally.meta[run.hook_id] = hook_meta(run)
+            meta = self.tally.meta
+            if base is None:
+                hooks = attribute(sel.verdicts(), cand.runs, change)
+                if any(h not in meta and h != ENGINE_HOOK for h in hooks):  # a new stored hook
+                    for run in sel.runs():
+                        if run.hook_id in hooks and run.hook_id not in meta:
+                            meta[run.hook_id] = hook_meta(run)
+            else:
+                hooks = attribute(base.runs, cand.runs, change)
+                for run in base.runs:
+                    if run.hook_id in hooks and run.hook_id not in meta:
+                        meta[run.hook_id] = hook_meta(run)
             base_reason = sel.base.reason if base is None else base.decision.reason
             row = Row(
                 ev.id, ts_us, ev.session_id, ev.user, ev.host, ev.event, ev.tool_name,

@@ -41,6 +41,7 @@ __all__ = [
     "BaseRecord",
     "ChainPosition",
     "Piece",
+    "RunVerdict",
     "Selected",
     "Selection",
     "parse_when",
@@ -150,6 +151,21 @@ _outcome_decoder = msgspec.json.Decoder(Outcome)
 _runs_decoder = msgspec.json.Decoder(list[HookRun])
 
 
+class RunVerdict(msgspec.Struct, frozen=True, gc=False):
+    """What attribution reads of a stored hook run (`replay.diff.attribute`): decoded
+    without the hook's identity, in half the time of a whole `HookRun`."""
+
+    hook_id: str
+    outcome: str
+    error_kind: str | None = None
+    message: str | None = None
+    output: dict[str, Any] | None = None
+    decision: str | None = None
+
+
+_verdicts_decoder = msgspec.json.Decoder(list[RunVerdict])
+
+
 class _EventKey(msgspec.Struct):
     id: str
     ts: datetime
@@ -193,6 +209,12 @@ class Selected(msgspec.Struct, gc=False):
                 else _runs_decoder.decode(self.base.runs)
             )
         return self._runs
+
+    def verdicts(self) -> list[RunVerdict]:
+        """The stored runs' verdicts, for attribution (the runs, when already decoded)."""
+        if self._runs is not None:
+            return self._runs  # type: ignore[return-value]  # HookRun has every field
+        return _verdicts_decoder.decode(self.base.runs)
 
     def payload(self) -> dict[str, Any]:
         """The event's hook input as a dict (decoded on first use)."""
