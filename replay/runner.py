@@ -143,7 +143,9 @@ class Job:
         self._first = self._last = -1  # µs of the earliest and latest event read (-1: none)
         self._stored: dict[str, list[bytes]] = {}  # event id -> replayed outcomes to append
         _Ctx = tuple[Posture, Profile, Evaluation | None]
-        self._contexts: dict[int, dict[tuple[str, str, str], _Ctx]] = {
+        # id(settings) -> event name (recorded posture compat, profile current: the
+        # usual) or (event, posture, profile) -> its context
+        self._contexts: dict[int, dict[str | tuple[str, str, str], _Ctx]] = {
             id(self.cand): {},
             id(self.base): {},
         }
@@ -154,9 +156,11 @@ class Job:
         b = sel.base
         ev = b.event
         cache = self._contexts[id(eff)]
-        ctx = cache.get((ev.event, b.posture, b.profile))
+        usual = b.posture == "compat" and b.profile == "current"
+        key = ev.event if usual else (ev.event, b.posture, b.profile)
+        ctx = cache.get(key)
         if ctx is None:
-            ctx = cache[ev.event, b.posture, b.profile] = self._context(eff, ev.event, b)
+            ctx = cache[key] = self._context(eff, ev.event, b)
         posture, profile, quiet = ctx
         if quiet is not None:  # no hook for this event: the decision is always the same
             return quiet
@@ -216,18 +220,6 @@ class Job:
         return posture, profile, quiet
 
     # ------------------------------------------------------------------ bookkeeping
-    def _inputs(self, sel: Selected) -> int:
-        b = sel.base
-        have = self._chains.get(b.worker)
-        if have is None or b.seq > have.seq:
-            self._chains[b.worker] = b
-        ts_us = int(b.event.ts.timestamp() * 1_000_000)
-        if ts_us < self._first or self._first < 0:
-            self._first = ts_us
-        if ts_us > self._last:
-            self._last = ts_us
-        return ts_us
-
     def _count_runs(self, runs: Sequence[HookRun], how: How) -> None:
         t = self.tally
         for item in how:
@@ -303,15 +295,23 @@ class Job:
 
     def process(self, sel: Selected) -> Coroutine[Any, Any, None] | None:
         """Evaluate one event: done inline (None), or a coroutine finishing it."""
-        ts_us = self._inputs(sel)
+        b = sel.base
+        ev = b.event
+        # The inputs read: each worker chain's last record, the time range.
+        have = self._chains.get(b.worker)
+        if have is None or b.seq > have.seq:
+            self._chains[b.worker] = b
+        ts_us = int(ev.ts.timestamp() * 1_000_000)
+        if ts_us < self._first or self._first < 0:
+            self._first = ts_us
+        if ts_us > self._last:
+            self._last = ts_us
         how: How = []
         cand = self._evaluate(sel, self.cand, how)
         if self.base is None:
             if type(cand) is Evaluation:  # the usual case, inline: `conclude` in short
                 if how or cand.runs:
                     self._count_runs(cand.runs, how)
-                b = sel.base
-                ev = b.event
                 tally = self.tally
                 tally.summary.events += 1
                 tally.users[ev.user] += 1

@@ -976,3 +976,25 @@ def test_render_pretool_everything() -> None:
     }
     legacy_defer, _, _ = render_claude("PreToolUse", Decision(decision="defer"), profile="legacy")
     assert legacy_defer == ""
+
+
+def test_to_hook_run_puts_every_value_in_its_own_field() -> None:
+    """`to_hook_run` builds a HookRun positionally: each observation and each part of
+    the verdict must land in the field of the same meaning."""
+    inv = make_inv("PreToolUse", {"tool_name": "Bash"})
+    raw = RawResult(
+        exit_code=2, stdout="out", stderr="err", stdout_bytes=3, stderr_bytes=4, truncated=True,
+        http_status=418, duration_ms=12.5, llm=[{"model": "m"}],
+    )  # fmt: skip
+    verdict = HookVerdict(
+        outcome="deny", message="msg", error_kind="kind", output={"o": 1}, pending=True,
+        permission_decision="ask",
+    )  # fmt: skip
+    run = to_hook_run(inv, raw, verdict)
+    assert msgspec.structs.asdict(run) == {
+        "hook": inv.identity, "hook_id": inv.identity_key(), "outcome": "deny",
+        "exit_code": 2, "duration_ms": 12.5, "stdout": "out", "stderr": "err",
+        "stdout_bytes": 3, "stderr_bytes": 4, "truncated": True, "http_status": 418,
+        "error_kind": "kind", "message": "msg", "output": {"o": 1}, "decision": "ask",
+        "pending": True, "llm": [{"model": "m"}],
+    }  # fmt: skip
