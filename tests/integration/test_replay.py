@@ -296,6 +296,39 @@ def test_pieces_of_a_segment_select_what_the_whole_does(ds: Dataset) -> None:
     assert run(ds, strict_settings(ds), jobs=2)["selected"] == len(EVENTS)
 
 
+@pytest.mark.parametrize("slice_rows", [1, 3, 4096])
+def test_sealed_records_read_in_slices_select_what_lines_do(
+    ds: Dataset, monkeypatch: pytest.MonkeyPatch, slice_rows: int
+) -> None:
+    """A sealed row group is read `_SLICE` records at a time; whatever the slice size,
+    filters, pieces and skipped rows select exactly what reading the lines does."""
+    monkeypatch.setattr("replay.sealed._SLICE", slice_rows)
+    windows = [
+        Selection(),
+        Selection(session="s2"),
+        Selection(event=("UserPromptSubmit", "Stop")),
+        Selection(since=T0 + timedelta(seconds=6), until=T0 + timedelta(seconds=20)),
+    ]
+    (active,) = segments(ds.data)
+    skip = {active.name: frozenset({2, 5, 6, 10})}
+    pieces = [Piece(active, 1, 4), Piece(active, 4, 9), Piece(active, 9, len(EVENTS) + 1)]
+
+    def lines(segs: list[Any], skipped: dict[str, frozenset[int]]) -> list[list[bytes]]:
+        return [
+            [bytes(s.line) for s in select(ds.data, w, segs=segs, skip=skipped)] for w in windows
+        ]
+
+    before = [lines([active], {}), lines([active], skip), lines(pieces, skip)]
+    with LogWriter.open(ds.data, "w1") as w:
+        assert w.seal() is not None
+    (seg,) = segments(ds.data)
+    sealed_skip = {seg.name: skip[active.name]}
+    sealed_pieces = [Piece(seg, p.lo, p.hi) for p in pieces]
+    after = [lines([seg], {}), lines([seg], sealed_skip), lines(sealed_pieces, sealed_skip)]
+    assert after == before
+    assert [len(x) for x in after[0]] == [len(EVENTS), 3, 2, 5]
+
+
 def test_duplicates_without_duckdb_read_every_record(
     ds: Dataset, monkeypatch: pytest.MonkeyPatch
 ) -> None:
