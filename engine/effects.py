@@ -23,13 +23,16 @@ from engine.records import HookIdentity
 __all__ = ["Executor", "Invocation", "RawResult", "RunHooks"]
 
 
-class RawResult(msgspec.Struct, frozen=True, kw_only=True):
+class RawResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What an executor observed while running one hook.
 
     `error_kind` is set when the hook produced no answer at all: ``timeout``,
     ``spawn_failed``, ``plugin_root_missing``, ``url_not_allowed``,
     ``ssrf_blocked_address``, ``http_transport``, ``llm_transport``,
     ``python_exception``, ``unknown_type``, ``cancelled`` …
+
+    Untracked by the garbage collector (``gc=False``): one is made per event, and it
+    can never be part of a reference cycle (it holds values and decoded JSON only).
     """
 
     exit_code: int | None = None
@@ -47,13 +50,16 @@ class RawResult(msgspec.Struct, frozen=True, kw_only=True):
     pending: bool = False
 
 
-class Invocation(msgspec.Struct, frozen=True):
+class Invocation(msgspec.Struct, frozen=True, gc=False):
     """One planned hook, ready to run.
 
     `index` is the hook's position in configuration order; aggregation breaks
     ties by it, never by completion order. A Struct (one is built per matched hook per
     event: a frozen dataclass takes 2 µs, this 0.3 µs); copy one with
     `msgspec.structs.replace`.
+
+    Untracked by the garbage collector (``gc=False``): one is made per event, and it
+    can never be part of a reference cycle (it holds values, settings and decoded JSON only).
     """
 
     index: int

@@ -38,11 +38,14 @@ Posture = Literal["compat", "enforcing"]
 Profile = Literal["current", "legacy"]
 
 
-class Evaluation(msgspec.Struct, frozen=True):
+class Evaluation(msgspec.Struct, frozen=True, gc=False):
     """Everything one evaluation produced: the plan, each hook's run, the decision.
 
     A msgspec Struct rather than a frozen dataclass: one is built per event, and a
     Struct is built several times faster.
+
+    Untracked by the garbage collector (``gc=False``): one is made per event, and it
+    can never be part of a reference cycle (it holds values and decoded JSON only).
     """
 
     plan: Plan

@@ -57,11 +57,14 @@ class Skipped:
     why: str
 
 
-class Plan(msgspec.Struct, frozen=True):
+class Plan(msgspec.Struct, frozen=True, gc=False):
     """The hooks that run for one event, in configuration order, and those that do not.
 
     A msgspec Struct rather than a frozen dataclass: one is built per event, and a
     Struct is built several times faster.
+
+    Untracked by the garbage collector (``gc=False``): one is made per event, and it
+    can never be part of a reference cycle (it holds values and decoded JSON only).
     """
 
     invocations: tuple[Invocation, ...]

@@ -69,11 +69,14 @@ def uuid7(ts_ms: int | None = None) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-class HookEvent(msgspec.Struct, frozen=True, kw_only=True):
+class HookEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One hook event as an agent raised it.
 
     `payload` is the agent's hook input JSON, byte for byte as received (decoded to
     text). Unknown fields are therefore never dropped.
+
+    Untracked by the garbage collector (``gc=False``): one is made per event, and it
+    can never be part of a reference cycle (it holds values and decoded JSON only).
     """
 
     id: str
@@ -118,7 +121,7 @@ class HookIdentity(msgspec.Struct, frozen=True, kw_only=True):
         return hashlib.sha256(msgspec.json.encode(self)).hexdigest()[:16]
 
 
-class HookRun(msgspec.Struct, frozen=True):
+class HookRun(msgspec.Struct, frozen=True, gc=False):
     """One hook's execution and how the engine read it.
 
     The raw observations (exit code, stdout, stderr, HTTP status, model answer) are
@@ -126,6 +129,9 @@ class HookRun(msgspec.Struct, frozen=True):
 
     Not keyword-only, unlike the other records: `engine.decode.to_hook_run` builds one
     per hook per event positionally, five times faster than with 17 keywords.
+
+    Untracked by the garbage collector (``gc=False``): one is made per event, and it
+    can never be part of a reference cycle (it holds values and decoded JSON only).
     """
 
     hook: HookIdentity

@@ -120,9 +120,12 @@ class Selection:
         }
 
 
-class BaseRecord(msgspec.Struct, frozen=True, kw_only=True):
+class BaseRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The decision fields of a stored Outcome (what a diff reads); its runs are kept
-    undecoded (`Selected.runs` decodes them when a job needs them)."""
+
+    Untracked by the garbage collector (``gc=False``): one is made per event, and it
+    can never be part of a reference cycle (it holds values and decoded JSON only).
+    """
 
     event: HookEvent
     settings_id: str

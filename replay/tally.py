@@ -39,9 +39,12 @@ __all__ = ["HookStats", "Row", "Summary", "Tally", "earliest", "firsts"]
 HOUR_US = 3_600_000_000
 
 
-class Row(msgspec.Struct, array_like=True):
+class Row(msgspec.Struct, array_like=True, gc=False):
     """One changed event, as reports and the `replays` view show it (a Struct: a job
-    sends its rows to the parent as msgpack, much faster than pickling objects)."""
+
+    Untracked by the garbage collector (``gc=False``): one is made per event, and it
+    can never be part of a reference cycle (it holds values and decoded JSON only).
+    """
 
     event_id: str
     ts_us: int
