@@ -104,7 +104,7 @@ def _merge(results: list[JobResult]) -> JobResult:
 
 
 def _in_process(req: Request, executors: dict[str, Executor] | None, keep: int) -> JobResult:
-    job = Job(req, 0, executors=executors)
+    job = Job(req, 0, executors=executors, keep=keep)
     result = job.run_sync()
     merged = _merge([job.settle(firsts(result.summary.rows), keep)])
     merged.summary.finish(keep)
@@ -125,12 +125,14 @@ def _job_process(conn: Connection, req: Request, part: int, queue: SegmentQueue,
 
     try:
         late = LateSkips(receive)
-        job = Job(req, part, segs=mine(), skip=late)
+        job = Job(req, part, segs=mine(), skip=late, keep=keep)
         try:
             result = job.run_sync()
             late.finish()
         except Restart:  # again, with the copies to skip known
-            job = Job(req, part, segs=itertools.chain(list(taken), mine()), skip=late.known)
+            job = Job(
+                req, part, segs=itertools.chain(list(taken), mine()), skip=late.known, keep=keep
+            )
             result = job.run_sync()
         conn.send(("ok", _firsts_enc.encode(firsts(result.summary.rows))))
         conn.send(("ok", job.settle(_firsts_dec.decode(conn.recv()), keep)))

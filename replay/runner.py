@@ -56,6 +56,8 @@ _EMPTY: dict[str, Any] = {}
 # job reads a segment without yielding (decompressing a sealed row group, scanning an
 # active segment for a time window: up to ~0.3 s, i.e. ~300 spawns here).
 _QUEUE = 64
+# Row keys a job keeps beyond twice `keep` before it trims them to `keep` (`Job._shown`).
+_TRIM_SLACK = 256
 # Events read so far, in shared memory that forked job processes inherit (for progress
 # lines; a lost update between two jobs only makes a progress line a little low).
 PROGRESS: Any = None
@@ -124,11 +126,18 @@ class Job:
         executors: dict[str, Executor] | None = None,
         segs: Iterable[Segment | Piece] | None = None,
         skip: Mapping[str, frozenset[int]] | None = None,
+        keep: int | None = None,
     ) -> None:
         self.req = req
         self.part = part
         self.segs = segs  # the segments this job reads (None: the whole log)
         self.skip = skip  # the later copies of re-delivered events (None: found while reading)
+        # The rows a report shows (the first `keep` by time; None: every row). A changed
+        # event that is surely counterfactual and past those gets no Row (`_conclude`).
+        self.keep = keep
+        self._row_keys: list[tuple[int, str]] = []
+        self._bound: tuple[int, str] | None = None  # rows after it are never shown
+        self._behavioural: dict[str, tuple[int, str]] = {}  # session -> first behavioural row
         self.policy = req.policy
         self.cand = load_sources(req.candidate, project_dir=req.project_dir)
         self.base = (
@@ -277,6 +286,20 @@ class Job:
                 for run in base.runs:
                     if run.hook_id in hooks and run.hook_id not in meta:
                         meta[run.hook_id] = hook_meta(run)
+            key = (ts_us, ev.id)
+            first = self._behavioural.get(ev.session_id)
+            if first is not None and first < key and self._never_shown(key):
+                # Counterfactual whatever the other jobs found (this job saw an earlier
+                # behavioural change in the session), and past the rows a report shows:
+                # counted as `Tally.settle` would count its row, without making one.
+                self.tally.counterfactual_row(ev.user, change.transition, hooks)
+                self.tally.add(ev.session_id, ts_us, ev.id, None)
+                if self.policy.store == "all":
+                    self._store(sel, cand, base)
+                return
+            if change.behavioural and (first is None or key < first):
+                self._behavioural[ev.session_id] = key
+            self._shown(key)
             base_reason = sel.base.reason if base is None else base.decision.reason
             row = Row(
                 ev.id, ts_us, ev.session_id, ev.user, ev.host, ev.event, ev.tool_name,
@@ -287,11 +310,34 @@ class Job:
         self.tally.add(ev.session_id, ts_us, ev.id, row)
         store = self.policy.store
         if store == "all" or (store == "changed" and row is not None):
-            rid = self.req.replay_id
-            kept = [encode_msgpack(to_outcome(ev, cand, self.cand, replay_id=rid))]
-            if base is not None and self.base is not None:
-                kept.append(encode_msgpack(to_outcome(ev, base, self.base, replay_id=rid)))
-            self._stored[ev.id] = kept
+            self._store(sel, cand, base)
+
+    def _store(self, sel: Selected, cand: Evaluation, base: Evaluation | None) -> None:
+        """Keep the replayed outcome(s) of an event, to append to the log."""
+        ev = sel.base.event
+        rid = self.req.replay_id
+        kept = [encode_msgpack(to_outcome(ev, cand, self.cand, replay_id=rid))]
+        if base is not None and self.base is not None:
+            kept.append(encode_msgpack(to_outcome(ev, base, self.base, replay_id=rid)))
+        self._stored[ev.id] = kept
+
+    def _shown(self, key: tuple[int, str]) -> None:
+        """Note the key of a row made; past the `keep` smallest, rows are never shown."""
+        if self.keep is None:
+            return
+        keys = self._row_keys
+        keys.append(key)
+        if len(keys) >= 2 * self.keep + _TRIM_SLACK:
+            keys.sort()
+            del keys[self.keep :]
+            self._bound = keys[-1] if keys else (-1, "")
+
+    def _never_shown(self, key: tuple[int, str]) -> bool:
+        """Whether a row with this key cannot be among the `keep` first of the replay
+        (this job has `keep` rows before it already)."""
+        if self.keep is None:
+            return False
+        return self.keep <= 0 or (self._bound is not None and key > self._bound)
 
     def process(self, sel: Selected) -> Coroutine[Any, Any, None] | None:
         """Evaluate one event: done inline (None), or a coroutine finishing it."""

@@ -207,6 +207,11 @@ class Tally:
         if row is not None:
             self._pending.setdefault(session_id, []).append(row)
 
+    def counterfactual_row(self, user: str, transition: str | None, hooks: tuple[str, ...]) -> None:
+        """Count a changed event known to be counterfactual whose Row is never shown, as
+        `settle` counts a counterfactual row."""
+        _count_counterfactual(self.summary, _counter(self.summary.users, user), transition, hooks)
+
     def not_evaluated(self) -> None:
         self.summary.not_evaluated += 1
 
@@ -313,33 +318,41 @@ def _counter(where: dict[Any, Counter[str]], key: Any) -> Counter[str]:
     return c
 
 
+def _count_counterfactual(
+    s: Summary, user: Counter[str], transition: str | None, hooks: tuple[str, ...]
+) -> None:
+    s.counterfactual_changed += 1
+    user["counterfactual_changed"] += 1
+    if transition:
+        s.counterfactual_transitions[transition] += 1
+    for hid in hooks:
+        hs = s.hooks.get(hid)
+        if hs is None:
+            hs = s.hooks[hid] = HookStats()
+        hs.counterfactual_changed += 1
+
+
 def _count(s: Summary, r: Row) -> None:
     user = _counter(s.users, r.user)
     if r.counterfactual:
-        s.counterfactual_changed += 1
-        user["counterfactual_changed"] += 1
-        if r.transition:
-            s.counterfactual_transitions[r.transition] += 1
-    else:
-        s.changed += 1
-        user["changed"] += 1
-        hour = _counter(s.hours, r.ts_us // HOUR_US)
-        hour["changed"] += 1
-        hour[r.transition or "other"] += 1
-        _counter(s.labels, r.label)[r.transition or "other"] += 1
-        s.kinds.update(r.kinds)
-        if r.transition:
-            s.transitions[r.transition] += 1
+        _count_counterfactual(s, user, r.transition, r.hooks)
+        return
+    s.changed += 1
+    user["changed"] += 1
+    hour = _counter(s.hours, r.ts_us // HOUR_US)
+    hour["changed"] += 1
+    hour[r.transition or "other"] += 1
+    _counter(s.labels, r.label)[r.transition or "other"] += 1
+    s.kinds.update(r.kinds)
+    if r.transition:
+        s.transitions[r.transition] += 1
     for hid in r.hooks:
         hs = s.hooks.get(hid)
         if hs is None:
             hs = s.hooks[hid] = HookStats()
-        if r.counterfactual:
-            hs.counterfactual_changed += 1
-        else:
-            hs.changed += 1
-            if r.transition:
-                hs.transitions[r.transition] += 1
+        hs.changed += 1
+        if r.transition:
+            hs.transitions[r.transition] += 1
 
 
 _ROW_KEY = attrgetter("ts_us", "event_id")

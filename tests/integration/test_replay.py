@@ -36,6 +36,7 @@ from replay.jobs import replay
 from replay.parts import SegmentQueue, duplicates
 from replay.runner import Policy, Request
 from replay.select import Piece, Selection, select
+from replay.tally import Tally
 
 HOOKS_PY = """
 def _cmd(event):
@@ -239,6 +240,54 @@ def test_sessions_spread_over_jobs_settle_like_one_job(ds: Dataset) -> None:
         assert cut["changes_truncated"] is True and cut["top_commands"] == one["top_commands"]
     assert one["changes_truncated"] is False
     assert sum(c["changed"] for c in one["top_commands"]) == one["changed"]
+
+
+def test_rows_a_report_never_shows_are_counted_like_shown_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changed event a job already knows to be counterfactual, past the first
+    `max_rows` rows, gets no Row (it is counted directly): every count, and the rows
+    shown, are those of a replay that keeps every row."""
+    monkeypatch.setattr("replay.runner._TRIM_SLACK", 0)  # trim row keys at 2 * max_rows
+    d = Dataset(tmp_path)
+    eff = load_sources([("project", str(d.base))])
+    commands = ["ls", "cat a.txt", "make", "git push --force origin x", "cat b.txt", "echo ok"]
+
+    async def record() -> list[Any]:
+        eng = Engine(home=str(tmp_path))
+        outs = []
+        for i in range(120):
+            payload = {
+                "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": {"command": commands[(i * 7 + i // 6) % len(commands)]},
+                "session_id": f"s{i % 5}", "cwd": str(tmp_path), "transcript_path": "/t",
+            }  # fmt: skip
+            ev = new_event(payload, host="h1", user=f"u{i % 3}", ts=T0 + timedelta(seconds=i))
+            outs.append(await eng.evaluate(ev, eff))
+        return outs
+
+    outcomes = asyncio.run(record())
+    for name, parity in (("w1", 0), ("w2", 1)):  # sessions span both chains (and jobs)
+        with LogWriter.open(d.data, name) as w:
+            w.append_batch([o for i, o in enumerate(outcomes) if i % 2 == parity])
+    strict = strict_settings(d)
+    made: list[int] = []
+    counted = Tally.counterfactual_row
+
+    def counting(self: Tally, *args: Any) -> None:
+        made.append(1)
+        counted(self, *args)
+
+    monkeypatch.setattr(Tally, "counterfactual_row", counting)
+    every = run(d, strict, max_rows=1000)
+    assert not made and every["counterfactual_changed"] > 20
+    keys = ("by_hook", "by_user", "top_commands", "timeline", "kinds", "transitions",
+            "counterfactual_transitions", "counterfactual_changed", "changed", "sessions")  # fmt: skip
+    for jobs in (1, 2):
+        cut = run(d, strict, jobs=jobs, max_rows=3)
+        same_result(cut, {**every, "changes": every["changes"][:3]})
+        assert {k: cut[k] for k in keys} == {k: every[k] for k in keys}
+    assert len(made) > 10  # the in-process job (jobs=1) counted rows without making them
 
 
 def test_an_event_stored_twice_is_replayed_once_whatever_the_jobs(ds: Dataset) -> None:
