@@ -21,8 +21,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from engine.decode import HookVerdict, Posture, Profile, hook_label
 from engine.effects import Invocation
@@ -50,25 +51,28 @@ _ACTION_RANK = {"decline": 3, "cancel": 2, "accept": 1}
 Result = tuple[Invocation, HookVerdict]
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True, gc=False):
     """The engine's answer for one event, before settings rules and session state.
 
     ``decision``: PreToolUse, the winning permission decision (None when no hook
     decided); PermissionRequest, the winning behavior; other events, "deny" when
     blocked. ``specific`` merges the event-specific outputs (see `aggregate`).
+
+    A msgspec Struct (not a dataclass) that the garbage collector does not track: one
+    is built for every hook answer that says something, and a Struct is built and
+    freed several times faster.
     """
 
     blocked: bool = False
     decision: str | None = None
     reason: str | None = None
     updated_input: dict[str, Any] | None = None
-    additional_context: list[str] = field(default_factory=list)
-    system_messages: list[str] = field(default_factory=list)
+    additional_context: list[str] = msgspec.field(default_factory=list)
+    system_messages: list[str] = msgspec.field(default_factory=list)
     continue_: bool = True
     stop_reason: str | None = None
-    specific: dict[str, Any] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
+    specific: dict[str, Any] = msgspec.field(default_factory=dict)
+    errors: list[str] = msgspec.field(default_factory=list)
 
 
 def _who(inv: Invocation) -> str:

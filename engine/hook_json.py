@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
@@ -223,9 +223,13 @@ def first_line_async(stdout: str) -> bool:
 # --------------------------------------------------------------------------- the sync object
 
 
-@dataclass(slots=True)
-class ObjectRead:
-    """What a schema-valid sync object says, for one event (mutable while decoding)."""
+class ObjectRead(msgspec.Struct, gc=False):
+    """What a schema-valid sync object says, for one event (mutable while decoding).
+
+    A msgspec Struct (not a dataclass) that the garbage collector does not track: one
+    is built for every hook answer that says something, and a Struct is built and
+    freed several times faster.
+    """
 
     obj: dict[str, Any] | None
     decision: str | None = None  # PreToolUse: mapped permission decision; PR: behavior
@@ -234,15 +238,14 @@ class ObjectRead:
     unhonoured: bool = False  # it asks to block, but this event (or source) cannot block
     reason: str | None = None
     updated_input: dict[str, Any] | None = None
-    context: list[str] = field(default_factory=list)
+    context: list[str] = msgspec.field(default_factory=list)
     system_message: str | None = None
     continue_: bool = True
     stop_reason: str | None = None
-    specific: dict[str, Any] = field(default_factory=dict)
+    specific: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class SchemaError:
+class SchemaError(msgspec.Struct, frozen=True, gc=False):
     kind: str
     message: str
 
