@@ -9,7 +9,10 @@ security policy plus a failing http/command/python hook); `--data DIR` reuses on
 Three scenarios, each a full `replay.jobs.replay` (select → engine → diff → report):
 
 1. ``python``: a candidate of matcher groups with in-process python hooks, over every
-   event, ``--jobs`` processes (target ≥ 100k events/s on both cores).
+   event, ``--jobs`` processes (target ≥ 100k events/s on both cores). Before each run,
+   the read floor: events/s of only reading and decoding every record (`replay.select`)
+   in as many processes, so that a run on a slow minute of a shared machine shows as one
+   (``of_read_floor``: the replay's rate over it).
 2. ``reuse``: the settings that produced the log, whose command and http hooks are
    answered from the log by the recorded executor (target ≥ 50k events/s, 0 spawns).
 3. ``new_command``: the python candidate plus a new bash command hook on every Bash
@@ -31,6 +34,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -46,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from engine.records import uuid7  # noqa: E402
+from ingest.log import segments  # noqa: E402
 from replay.jobs import replay  # noqa: E402
 from replay.runner import Policy, Request  # noqa: E402
 from replay.select import Selection, select  # noqa: E402
@@ -179,12 +184,41 @@ def run(d: Path, settings: list[tuple[str, str]], **kw: Any) -> dict[str, Any]:
 
 
 def repeated(n: int, once: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The median of `n` runs (by events/s), with every run's rate and CPU seconds."""
+    """The median of `n` runs (by events/s), with every run's rate and CPU seconds (and
+    its read floor, when measured)."""
     runs = [once() for _ in range(max(1, n))]
     best = sorted(runs, key=lambda r: r["events_per_second"])[len(runs) // 2]
     if n > 1:
-        best = {**best, "runs": [[r["events_per_second"], r["cpu_seconds"]] for r in runs]}
+        cols = ("events_per_second", "cpu_seconds", "read_floor")
+        best = {**best, "runs": [[r[c] for c in cols if c in r] for r in runs]}
     return best
+
+
+def _count_records(args: tuple[str, list[Any]]) -> int:
+    data, segs = args
+    return sum(1 for _ in select(data, Selection(), segs=segs, skip={}))
+
+
+def read_floor(d: Path, jobs: int) -> float:
+    """Events/s of only reading and decoding every stored record (`replay.select`) in
+    `jobs` processes: the floor under any replay on this machine at this minute."""
+    segs = segments(str(d))
+    ctx = multiprocessing.get_context("fork")
+    t0 = time.perf_counter()
+    with ctx.Pool(jobs) as pool:
+        counts = pool.map(_count_records, [(str(d), segs[i::jobs]) for i in range(jobs)])
+    return sum(counts) / (time.perf_counter() - t0)
+
+
+def with_floor(d: Path, jobs: int, once: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`once()`, preceded by the read floor measured just before it."""
+    floor = read_floor(d, jobs)
+    res = once()
+    return {
+        **res,
+        "read_floor": round(floor),
+        "of_read_floor": round(res["events_per_second"] / floor, 3),
+    }
 
 
 async def sandbox_spawns(n: int, concurrency: int, data: bytes) -> float:
@@ -263,7 +297,10 @@ def main() -> None:
     if "python" in only:
         py = python_settings(work)
         out["python"] = repeated(
-            args.repeat, lambda: run(data, [("project", str(py))], jobs=args.jobs)
+            args.repeat,
+            lambda: with_floor(
+                data, args.jobs, lambda: run(data, [("project", str(py))], jobs=args.jobs)
+            ),
         )
         out["python"]["target"] = 100_000
         print(json.dumps({"python": out["python"]}), file=sys.stderr)
