@@ -242,11 +242,25 @@ class ChainPosition:
     hash: str
 
 
+# How `ingest.log.LogWriter` writes a record: the event's id, then its time, first. A
+# line laid out otherwise is decoded to read its time.
+_HEAD_TS = re.compile(rb'\{"event":\{"id":"[^"\\]*","ts":"([0-9T:.+Z-]{1,40})"')
+
+
+def _iso(text: bytes) -> datetime | None:
+    """An RFC 3339 time with its offset, as the log writes it (None otherwise)."""
+    try:
+        when = datetime.fromisoformat(text.decode("ascii"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
 def _active_rows(
     seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
 ) -> Iterator[bytes]:
-    everything = sel.session is None and not sel.event and sel.ids is None
-    everything = everything and sel.since is None and sel.until is None
+    only_time = sel.session is None and not sel.event and sel.ids is None
+    everything = only_time and sel.since is None and sel.until is None
     lo, hi = span if span is not None else (1, float("inf"))
     for n, raw in iter_raw_lines(seg):
         if n in skip or not lo <= n < hi:
@@ -254,6 +268,13 @@ def _active_rows(
         if everything:  # no filter to apply before `select` decodes the record
             yield raw
             continue
+        if only_time:  # a time window: read the event time from the line's head
+            m = _HEAD_TS.match(raw)
+            when = _iso(m.group(1)) if m is not None else None
+            if when is not None:
+                if sel.matches_ts(when.timestamp() * 1e6):
+                    yield raw  # `select` decodes it (and skips it if it is a replay's)
+                continue
         try:
             key = _key_decoder.decode(raw)
         except msgspec.DecodeError as exc:

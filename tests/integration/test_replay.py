@@ -15,6 +15,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -376,6 +377,38 @@ def test_sealed_records_read_in_slices_select_what_lines_do(
     after = [lines([seg], {}), lines([seg], sealed_skip), lines(sealed_pieces, sealed_skip)]
     assert after == before
     assert [len(x) for x in after[0]] == [len(EVENTS), 3, 2, 5]
+
+
+def test_active_lines_in_a_time_window_are_chosen_by_their_head_like_decoded(
+    ds: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An active segment's lines are kept or dropped for a time window by the event time
+    read from the line's head; a line laid out otherwise, or with a time without an
+    offset, is decoded instead: either way the same lines are selected."""
+    (seg,) = segments(ds.data)
+    first = json.loads(seg.path.read_bytes().splitlines()[1])
+    moved = {"event": {"ts": first["event"]["ts"], **first["event"]}}  # time before id
+    naive = json.loads(json.dumps(first))
+    naive["event"]["ts"] = naive["event"]["ts"].rstrip("Z")
+    naive["event"]["id"] = "naive-time"
+    with seg.path.open("ab") as f:
+        for rec in ({**first, **moved}, naive):
+            f.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+    windows = [
+        Selection(since=T0 + timedelta(seconds=6), until=T0 + timedelta(seconds=20)),
+        Selection(since=T0 + timedelta(seconds=10)),  # the time of the copied line
+        Selection(until=T0 + timedelta(seconds=10)),
+        Selection(since=T0 + timedelta(days=1)),
+    ]
+
+    def chosen() -> list[list[bytes]]:
+        return [[bytes(s.line) for s in select(ds.data, w, segs=[seg], skip={})] for w in windows]
+
+    fast = chosen()
+    monkeypatch.setattr("replay.select._HEAD_TS", re.compile(rb"(?!)"))  # decode every line
+    assert fast == chosen()
+    # both extra lines are at 10 s (the naive time reads as local time, UTC here)
+    assert [len(x) for x in fast] == [7, 7, 5, 0]
 
 
 def test_duplicates_without_duckdb_read_every_record(
