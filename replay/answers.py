@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from engine.effects import Executor, Invocation, RawResult
 from engine.executors.python import PythonExecutor
 from engine.run import MissingExecutor
+from engine.sources import Effective
 from engine.verdict import decode
 from replay.recorded import RecordedExecutor, identity_key
 from replay.select import Selected
@@ -101,6 +102,7 @@ class Answers:
         self._given = dict(executors or {})
         self._executors: dict[str, Executor] = {}
         self._sandbox: SandboxExecutor | None = None
+        self._warming: asyncio.Task[None] | None = None
 
     def executor(self, kind: str) -> Executor:
         """The executor of a hook type (created on first use)."""
@@ -131,8 +133,23 @@ class Answers:
             return LlmExecutor()
         return self.missing
 
+    def warm_up(self, *settings: Effective | None) -> None:
+        """Start the sandbox helper in the background when the settings have command hooks
+        that may run in it: its start (~0.15 s) then overlaps the job's first reads instead
+        of holding back the first hooks. A replay whose command hooks are all answered from
+        the log starts it for nothing."""
+        if self.policy.exec != "sandbox" or self._warming is not None:
+            return
+        if not any(e is not None and _has_commands(e) for e in settings):
+            return
+        ex = self.executor("command")
+        if ex is self._sandbox and self._sandbox is not None:
+            self._warming = asyncio.get_running_loop().create_task(self._sandbox.warm_up())
+
     async def aclose(self) -> None:
         """Close the executors this object created; count the sandbox's spawns."""
+        if self._warming is not None:
+            await self._warming
         if self._sandbox is not None and self._sandbox.spawned:
             self.sandbox = self._sandbox.network  # reported only when hooks ran in it
         for ex in {id(e): e for e in self._executors.values()}.values():
@@ -214,3 +231,7 @@ class Answers:
         stats["unstable"] += len(counts) > 1
         stats["minority"] += n - top
         return answers[verdicts.index(winner)]
+
+
+def _has_commands(eff: Effective) -> bool:
+    return any(e.hook.type == "command" for entries in eff.entries.values() for e in entries)

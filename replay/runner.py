@@ -434,6 +434,7 @@ class Job:
 
         n = -1
         try:
+            self.answers.warm_up(self.cand, self.base)
             for n, sel in enumerate(
                 select(req.data_dir, req.selection, segs=self.segs, skip=self.skip)
             ):

@@ -195,6 +195,11 @@ class SandboxExecutor:
                     fut.set_result(_GONE)
             self._pending.clear()
 
+    async def warm_up(self) -> None:
+        """Start the helper now; a failure is left for the first `run` to report."""
+        with contextlib.suppress(Exception):
+            await self._start()
+
     async def run(self, inv: Invocation) -> RawResult:
         """Run one command hook in the sandbox; never raises for the hook's own failure."""
         proc = await self._start()

@@ -32,6 +32,7 @@ from engine.records import new_event, uuid7
 from engine.run import Engine
 from engine.sources import load_sources
 from ingest.log import LogWriter, iter_outcomes, segments
+from replay.answers import Answers
 from replay.cli import replay_cmd
 from replay.jobs import replay
 from replay.parts import SegmentQueue, duplicates
@@ -556,6 +557,36 @@ SPY = (  # prints what it can see on stderr and exits 2: stderr becomes the deny
     "echo \"NET=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,)\" >&2; "
     "env >&2; cat > /dev/null; exit 2"
 )
+
+
+def test_the_sandbox_helper_starts_with_the_job_when_command_hooks_may_run(ds: Dataset) -> None:
+    """With command hooks in the settings and `--exec sandbox`, the helper is started as
+    the job begins (its start overlaps the first reads) and reaped at the end; without
+    command hooks, or with another exec policy, no helper is started."""
+    with_commands = load_sources([("project", str(ds.base))])
+    doc = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "python", "callable": "hooks.py:deny_rm"}]}]}}  # fmt: skip
+    (ds.root / "python-only.json").write_text(json.dumps(doc))
+    python_only = load_sources([("project", str(ds.root / "python-only.json"))])
+
+    async def warmed(policy: Policy, *settings: Any) -> tuple[bool, int | None]:
+        answers = Answers(policy)
+        answers.warm_up(*settings)
+        if answers._warming is None:
+            await answers.aclose()
+            return False, None
+        await answers._warming
+        assert answers._sandbox is not None and answers._sandbox._proc is not None
+        pid = answers._sandbox._proc.pid
+        await answers.aclose()
+        return True, pid
+
+    started, pid = asyncio.run(warmed(Policy(exec="sandbox"), python_only, with_commands))
+    assert started and pid is not None
+    with pytest.raises(ProcessLookupError):  # reaped by `aclose`
+        os.kill(pid, 0)
+    assert asyncio.run(warmed(Policy(exec="allow"), with_commands)) == (False, None)
+    assert asyncio.run(warmed(Policy(exec="sandbox"), python_only, None)) == (False, None)
 
 
 def test_sandbox_hides_secrets_and_runs_in_a_temp_dir(
