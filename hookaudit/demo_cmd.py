@@ -37,7 +37,7 @@ def _query(data_dir: Path) -> list[tuple[Any, ...]]:
 def _replay(data_dir: Path, strict: Path) -> dict[str, Any]:
     from engine.records import uuid7
     from replay.jobs import replay
-    from replay.runner import Request
+    from replay.request import Request
 
     req = Request(data_dir=str(data_dir), candidate=(("project", str(strict)),), replay_id=uuid7())
     return replay(req).report

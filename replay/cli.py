@@ -195,9 +195,10 @@ def replay_cmd(
     from engine.sources import parse_scoped
     from ingest.protocol import default_data_dir
     from replay import render
+    from replay.answers import Policy
     from replay.jobs import replay
     from replay.report import fail_on as match_rules
-    from replay.runner import Policy, Request
+    from replay.request import Request
     from replay.select import Selection, parse_when, where_ids
 
     mode, samples = _llm(llm)

@@ -63,7 +63,8 @@ from engine.sources import Effective, load_sources
 from ingest.log import LogWriter, Segment, segments
 from replay import report as report_mod
 from replay.parts import LateSkips, Restart, SegmentQueue, duplicates
-from replay.runner import Job, JobResult, Request, progress_counter
+from replay.request import JobResult, Request, progress_counter
+from replay.runner import Job
 from replay.select import Piece
 from replay.tally import Summary, earliest, firsts
 

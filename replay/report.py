@@ -75,7 +75,7 @@ from replay.diff import ENGINE_HOOK
 from replay.tally import HOUR_US, Row
 
 if TYPE_CHECKING:
-    from replay.runner import JobResult, Request
+    from replay.request import JobResult, Request
 
 __all__ = ["FAIL_RULES", "SCHEMA", "build", "digest", "fail_on"]
 

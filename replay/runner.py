@@ -14,40 +14,39 @@ Rules of this file:
   run as tasks: at most ``concurrency`` hooks at a time per job (`replay.answers`), and
   ``_QUEUE`` times as many events in flight, so that hooks keep running while the job
   reads the next segment.
-- A job reads whole segments (`replay.parts.SegmentQueue`), so one session may be spread
-  over several jobs: a job returns a `JobResult` with its `Tally.partial` (which pickles;
-  `replay.jobs` merges them and applies the session rule) and keeps its session keys
-  for `Tally.after`.
+- A job reads segments from `replay.parts.SegmentQueue`, so a session may span jobs: it
+  returns its `Tally.partial`, then `settle`s with every job's first changes (`replay.jobs`).
 
 Example:
-    >>> Request("d", (("project", "s.json"),), "r1").policy.exec
-    'sandbox'
+    >>> job = Job(Request("d", (), "r1"), 0, keep=10)
+    >>> job.policy.exec, job.keep
+    ('sandbox', 10)
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import multiprocessing
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from engine.effects import Executor, RawResult
-from engine.flow import Evaluation, Flow, decide, finish
+from engine.flow import Evaluation, finish
 from engine.plan import Plan, plan
 from engine.records import HookRun, encode_msgpack
 from engine.run import to_outcome
 from engine.sources import Effective, load_sources
 from ingest.log import Segment
-from replay.answers import Answers, How, Policy
+from replay import request
+from replay.answers import Answers, How
 from replay.diff import ENGINE_HOOK, Change, attribute, compare, event_label, hook_meta
 from replay.recorded import RecordedExecutor
-from replay.select import BaseRecord, ChainPosition, Piece, Selected, Selection, select
-from replay.tally import HOUR_US, Row, Summary, Tally
+from replay.request import JobResult, Request
+from replay.rowgate import RowGate
+from replay.select import BaseRecord, ChainPosition, Piece, Selected, select
+from replay.tally import HOUR_US, Row, Tally
 
-__all__ = ["Job", "JobResult", "Policy", "Request", "progress_counter"]
+__all__ = ["Job"]
 
 Posture = Literal["compat", "enforcing"]
 Profile = Literal["current", "legacy"]
@@ -56,51 +55,8 @@ _EMPTY: dict[str, Any] = {}
 # job reads a segment without yielding (decompressing a sealed row group, scanning an
 # active segment for a time window: up to ~0.3 s, i.e. ~300 spawns here).
 _QUEUE = 64
-# Row keys a job keeps beyond twice `keep` before it trims them to `keep` (`Job._shown`).
+# Row keys a job keeps beyond twice `keep` before it trims them (`replay.rowgate`).
 _TRIM_SLACK = 256
-# Events read so far, in shared memory that forked job processes inherit (for progress
-# lines; a lost update between two jobs only makes a progress line a little low).
-PROGRESS: Any = None
-
-
-def progress_counter() -> Any:
-    """The shared count of events read (created on first use; None where unavailable)."""
-    global PROGRESS
-    if PROGRESS is None:
-        try:
-            PROGRESS = multiprocessing.RawValue("q", 0)
-        except OSError:  # no shared memory here: no progress lines
-            return None
-    return PROGRESS
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """Everything a job needs; it pickles, so jobs in other processes get it whole."""
-
-    data_dir: str
-    candidate: tuple[tuple[str, str], ...]
-    replay_id: str
-    baseline: tuple[tuple[str, str], ...] | None = None
-    selection: Selection = field(default_factory=Selection)
-    policy: Policy = field(default_factory=Policy)
-    jobs: int = 1
-    concurrency: int = 32
-    project_dir: str | None = None
-    home: str = field(default_factory=lambda: str(Path.home()))
-
-
-@dataclass
-class JobResult:
-    """What one job found: counts, rows, the inputs it read, the outcomes to store."""
-
-    summary: Summary
-    chains: dict[str, ChainPosition] = field(default_factory=dict)
-    first_us: int | None = None
-    last_us: int | None = None
-    stored: dict[str, list[bytes]] = field(default_factory=dict)  # event id -> outcomes
-    sandbox: str | None = None
-    spawned: int = 0
 
 
 class _NotEvaluated:
@@ -132,12 +88,9 @@ class Job:
         self.part = part
         self.segs = segs  # the segments this job reads (None: the whole log)
         self.skip = skip  # the later copies of re-delivered events (None: found while reading)
-        # The rows a report shows (the first `keep` by time; None: every row). A changed
-        # event that is surely counterfactual and past those gets no Row (`_conclude`).
+        # The rows a report shows: the first `keep` by time (None: every row).
         self.keep = keep
-        self._row_keys: list[tuple[int, str]] = []
-        self._bound: tuple[int, str] | None = None  # rows after it are never shown
-        self._behavioural: dict[str, tuple[int, str]] = {}  # session -> first behavioural row
+        self.rows = RowGate(keep, _TRIM_SLACK)
         self.policy = req.policy
         self.cand = load_sources(req.candidate, project_dir=req.project_dir)
         self.base = (
@@ -225,7 +178,8 @@ class Job:
         profile: Profile = "legacy" if b.profile == "legacy" else "current"
         quiet = None
         if not eff.has_hooks(event):
-            quiet = _run_inline(decide(event, _EMPTY, b"", eff, posture=posture, profile=profile))
+            none = plan(event, _EMPTY, b"", eff, profile=profile)  # no hook: no invocation
+            quiet = finish(event, _EMPTY, none, (), posture=posture, profile=profile)
         return posture, profile, quiet
 
     # ------------------------------------------------------------------ bookkeeping
@@ -254,13 +208,8 @@ class Job:
         tally.summary.events += 1  # Tally.events_seen, inline: once per event
         tally.users[ev.user] += 1
         tally.hours[ts_us // HOUR_US] += 1
-        self._conclude(
-            sel,
-            ts_us,
-            cand,
-            base,
-            compare(sel.base if base is None else base.decision, cand.decision),
-        )
+        change = compare(sel.base if base is None else base.decision, cand.decision)
+        self._conclude(sel, ts_us, cand, base, change)
 
     def _conclude(
         self,
@@ -287,19 +236,15 @@ class Job:
                     if run.hook_id in hooks and run.hook_id not in meta:
                         meta[run.hook_id] = hook_meta(run)
             key = (ts_us, ev.id)
-            first = self._behavioural.get(ev.session_id)
-            if first is not None and first < key and self._never_shown(key):
-                # Counterfactual whatever the other jobs found (this job saw an earlier
-                # behavioural change in the session), and past the rows a report shows:
-                # counted as `Tally.settle` would count its row, without making one.
+            if self.rows.needless(ev.session_id, key):
+                # Counterfactual whatever the other jobs found, and past the rows a
+                # report shows (`replay.rowgate`): counted as its row would be.
                 self.tally.counterfactual_row(ev.user, change.transition, hooks)
                 self.tally.add(ev.session_id, ts_us, ev.id, None)
                 if self.policy.store == "all":
                     self._store(sel, cand, base)
                 return
-            if change.behavioural and (first is None or key < first):
-                self._behavioural[ev.session_id] = key
-            self._shown(key)
+            self.rows.made(ev.session_id, key, behavioural=change.behavioural)
             base_reason = sel.base.reason if base is None else base.decision.reason
             row = Row(
                 ev.id, ts_us, ev.session_id, ev.user, ev.host, ev.event, ev.tool_name,
@@ -320,24 +265,6 @@ class Job:
         if base is not None and self.base is not None:
             kept.append(encode_msgpack(to_outcome(ev, base, self.base, replay_id=rid)))
         self._stored[ev.id] = kept
-
-    def _shown(self, key: tuple[int, str]) -> None:
-        """Note the key of a row made; past the `keep` smallest, rows are never shown."""
-        if self.keep is None:
-            return
-        keys = self._row_keys
-        keys.append(key)
-        if len(keys) >= 2 * self.keep + _TRIM_SLACK:
-            keys.sort()
-            del keys[self.keep :]
-            self._bound = keys[-1] if keys else (-1, "")
-
-    def _never_shown(self, key: tuple[int, str]) -> bool:
-        """Whether a row with this key cannot be among the `keep` first of the replay
-        (this job has `keep` rows before it already)."""
-        if self.keep is None:
-            return False
-        return self.keep <= 0 or (self._bound is not None and key > self._bound)
 
     def process(self, sel: Selected) -> Coroutine[Any, Any, None] | None:
         """Evaluate one event: done inline (None), or a coroutine finishing it."""
@@ -438,8 +365,8 @@ class Job:
             for n, sel in enumerate(
                 select(req.data_dir, req.selection, segs=self.segs, skip=self.skip)
             ):
-                if not n & 16383 and n and PROGRESS is not None:
-                    PROGRESS.value += 16384
+                if not n & 16383 and n and request.PROGRESS is not None:
+                    request.PROGRESS.value += 16384
                 later = self.process(sel)
                 if later is None:
                     if inflight and not n & 63:
@@ -469,13 +396,3 @@ class Job:
         if self._first >= 0:
             self.result.first_us, self.result.last_us = self._first, self._last
         return self.result
-
-
-def _run_inline(flow: Flow) -> Evaluation:
-    """Finish a flow that needs no hook (the planner found none)."""
-    try:
-        next(flow)
-    except StopIteration as done:
-        evaluation: Evaluation = done.value
-        return evaluation
-    raise RuntimeError("a flow without hooks asked to run hooks")

@@ -51,8 +51,9 @@ sys.path.insert(0, str(ROOT))
 
 from engine.records import uuid7  # noqa: E402
 from ingest.log import segments  # noqa: E402
+from replay.answers import Policy  # noqa: E402
 from replay.jobs import replay  # noqa: E402
-from replay.runner import Policy, Request  # noqa: E402
+from replay.request import Request  # noqa: E402
 from replay.select import Selection, select  # noqa: E402
 
 HOOKS = """

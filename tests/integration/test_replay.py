@@ -32,11 +32,11 @@ from engine.records import new_event, uuid7
 from engine.run import Engine
 from engine.sources import load_sources
 from ingest.log import LogWriter, iter_outcomes, segments
-from replay.answers import Answers
+from replay.answers import Answers, Policy
 from replay.cli import replay_cmd
 from replay.jobs import replay
 from replay.parts import SegmentQueue, duplicates
-from replay.runner import Policy, Request
+from replay.request import Request
 from replay.select import Piece, Selection, select
 from replay.tally import Tally
 
