@@ -244,7 +244,10 @@ class ChainPosition:
 
 # How `ingest.log.LogWriter` writes a record: the event's id, then its time, first. A
 # line laid out otherwise is decoded to read its time.
-_HEAD_TS = re.compile(rb'\{"event":\{"id":"[^"\\]*","ts":"([0-9T:.+Z-]{1,40})"')
+_HEAD_TS = re.compile(
+    rb'\{"event":\{"id":"[^"\\]*","ts":"'
+    rb'(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d))"'
+)  # at most 6 digits of a second: more, and `fromisoformat` would truncate, not round
 
 
 def _iso(text: bytes) -> datetime | None:
@@ -329,8 +332,8 @@ def select(
 def _records(
     seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
 ) -> Iterator[Iterable[bytes | memoryview]]:
-    """The records of a segment to decode: a list of views per sealed row group, or the
-    active segment's lines."""
+    """The records of a segment to decode: a list of views per slice of a sealed row
+    group (`replay.sealed`), or the lines of a segment read line by line."""
     batches = sealed_rows(seg, sel, skip, span) if seg.kind == "sealed" else None
     if batches is None:
         yield _active_rows(seg, sel, skip, span)

@@ -384,16 +384,19 @@ def test_active_lines_in_a_time_window_are_chosen_by_their_head_like_decoded(
     ds: Dataset, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An active segment's lines are kept or dropped for a time window by the event time
-    read from the line's head; a line laid out otherwise, or with a time without an
-    offset, is decoded instead: either way the same lines are selected."""
+    read from the line's head; a line laid out otherwise, with a time without an offset or
+    with more than 6 digits of a second, is decoded instead: the same lines either way."""
     (seg,) = segments(ds.data)
     first = json.loads(seg.path.read_bytes().splitlines()[1])
     moved = {"event": {"ts": first["event"]["ts"], **first["event"]}}  # time before id
     naive = json.loads(json.dumps(first))
     naive["event"]["ts"] = naive["event"]["ts"].rstrip("Z")
     naive["event"]["id"] = "naive-time"
+    fine = json.loads(json.dumps(first))  # 7 digits: decoding rounds it up to 09:00:10
+    fine["event"]["ts"] = "2026-03-01T09:00:09.9999995Z"
+    fine["event"]["id"] = "seven-digits"
     with seg.path.open("ab") as f:
-        for rec in ({**first, **moved}, naive):
+        for rec in ({**first, **moved}, naive, fine):
             f.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
     windows = [
         Selection(since=T0 + timedelta(seconds=6), until=T0 + timedelta(seconds=20)),
@@ -408,8 +411,8 @@ def test_active_lines_in_a_time_window_are_chosen_by_their_head_like_decoded(
     fast = chosen()
     monkeypatch.setattr("replay.select._HEAD_TS", re.compile(rb"(?!)"))  # decode every line
     assert fast == chosen()
-    # both extra lines are at 10 s (the naive time reads as local time, UTC here)
-    assert [len(x) for x in fast] == [7, 7, 5, 0]
+    # the extra lines are at 10 s (the naive time reads as local time, UTC here)
+    assert [len(x) for x in fast] == [8, 8, 5, 0]
 
 
 def test_duplicates_without_duckdb_read_every_record(
