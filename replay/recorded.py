@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+import msgspec
+
 from engine.decode import decode
 from engine.effects import Invocation, RawResult
 from engine.records import HookIdentity, HookRun
@@ -103,19 +105,8 @@ def to_raw(run: HookRun, inv: Invocation, *, profile: Profile = "current") -> Ra
         run.message,
     ):
         return raw  # the decoder, not the executor, found the error
-    return RawResult(
-        exit_code=run.exit_code,
-        stdout=run.stdout,
-        stderr=run.stderr,
-        stdout_bytes=run.stdout_bytes,
-        stderr_bytes=run.stderr_bytes,
-        truncated=run.truncated,
-        http_status=run.http_status,
-        error_kind=run.error_kind,
-        error=run.message,
-        duration_ms=run.duration_ms,
-        llm=run.llm,
-    )
+    # the executor found it: the same observations with its error, and no answer
+    return msgspec.structs.replace(raw, error_kind=run.error_kind, error=run.message, output=None)
 
 
 class RecordedExecutor:
