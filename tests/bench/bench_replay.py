@@ -36,6 +36,7 @@ import importlib.util
 import json
 import multiprocessing
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -174,6 +175,10 @@ def run(d: Path, settings: list[tuple[str, str]], **kw: Any) -> dict[str, Any]:
         "seconds": round(wall, 2),
         "events_per_second": round(rep["selected"] / wall),
         "cpu_seconds": round(cpu, 2),
+        # largest resident sets so far: of a child (a job process; with jobs=1 the
+        # sandbox helper), and of this process (the parent, or the job with jobs=1)
+        "children_max_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+        "self_max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "changed": rep["changed"],
         "counterfactual": rep["counterfactual"],
         "reused": rep["hooks"]["reused"],
