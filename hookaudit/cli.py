@@ -19,7 +19,10 @@ __all__ = ["COMMANDS", "main"]
 
 # name -> ("module:attribute", one-line help shown by `hookaudit --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("hookaudit.demo_cmd:demo_cmd", "Run everything once: embedded NATS, worker, sample sessions, a query, a replay."),
+    "demo": (
+        "hookaudit.demo_cmd:demo_cmd",
+        "Run everything once: embedded NATS, worker, sample sessions, a query, a replay.",
+    ),
     "emit": (
         "ingest.cli_emit:emit",
         "Publish the hook event on stdin to NATS (a Claude Code command hook).",
@@ -33,9 +36,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ingest.cli:worker_cmd",
         "Consume events, evaluate, append to the log, ack, answer.",
     ),
-    "query": ("queries.cli:query_cmd", "Run a named security query over the whole history (DuckDB)."),
+    "query": (
+        "queries.cli:query_cmd",
+        "Run a named security query over the whole history (DuckDB).",
+    ),
     "sql": ("queries.cli:sql_cmd", "Run read-only SQL over the history's views (DuckDB)."),
-    "replay": ("replay.cli:replay_cmd", "Re-evaluate history with other settings and report what would change."),
+    "replay": (
+        "replay.cli:replay_cmd",
+        "Re-evaluate history with other settings and report what would change.",
+    ),
     "serve": (
         "ingest.cli_serve:serve_cmd",
         "HTTP gateway for Claude Code http hooks: POST the hook input, get the decision.",
@@ -43,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "spool": (
         "ingest.cli_emit:spool",
         "Events spooled on disk while NATS was unreachable: flush, status.",
+    ),
+    "siem": (
+        "ingest.siem.cli:siem_group",
+        "Stream outcomes to a SIEM (OCSF, CEF, ECS; syslog, HEC, Elastic, HTTPS, file).",
     ),
     "verify": ("ingest.cli:verify_cmd", "Check the log's hash chains and manifests."),
     "log": ("ingest.cli:log_group", "The append-only log: seal."),

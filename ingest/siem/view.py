@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 from typing import Any
 
@@ -196,10 +197,14 @@ def build_view(
     """
     ev = outcome.event
     b = _Bound(redactor or Redactor.default(), max_field)
+    raw: Any
     try:
-        raw: Any = _payload_dec.decode(ev.payload)
+        raw = _payload_dec.decode(ev.payload)
     except (msgspec.DecodeError, UnicodeError):
-        raw = {"payload_text": ev.payload}
+        try:  # JSON that msgspec refuses, e.g. a lone surrogate escape ("\udcff")
+            raw = json.loads(ev.payload)
+        except (ValueError, RecursionError):
+            raw = {"payload_text": ev.payload}
     payload = b.tree(raw)
     tool_input = payload.get("tool_input") if isinstance(payload, dict) else None
     ti: dict[str, Any] = tool_input if isinstance(tool_input, dict) else {}

@@ -1,0 +1,356 @@
+"""`hookaudit siem`: stream outcomes to a SIEM; `hookaudit siem status`: what each sink did."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine.errors import HookauditError
+from ingest.protocol import default_data_dir
+
+__all__ = ["siem_group"]
+
+
+def _fail(message: str) -> None:
+    click.echo(f"hookaudit siem: {message}", err=True)
+    sys.exit(1)
+
+
+def _redaction_key(data_dir: Path, key_file: str | None) -> bytes:
+    """The HMAC key: --redact-key-file, else one made once per data dir (mode 0600)."""
+    path = Path(key_file) if key_file else data_dir / "siem" / "redact.key"
+    if key_file is None and not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+    try:
+        key = path.read_bytes()
+    except OSError as e:
+        raise click.UsageError(f"--redact-key-file {path}: {e.strerror}") from e
+    if len(key) < 16:
+        raise click.UsageError(f"--redact-key-file {path}: expected at least 16 bytes")
+    return key
+
+
+_NATS_OPTS = [
+    click.option(
+        "--nats",
+        "nats_url",
+        envvar="HOOKAUDIT_NATS_URL",
+        default=None,
+        help="NATS URL(s) (env HOOKAUDIT_NATS_URL). Default: the embedded server of --data-dir.",
+    ),
+    click.option(
+        "--creds",
+        type=click.Path(dir_okay=False),
+        default=None,
+        envvar="HOOKAUDIT_NATS_CREDS",
+        help="NATS credentials file (the siem role's).",
+    ),
+    click.option(
+        "--nkey",
+        "nkey_seed",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="NATS nkey seed file.",
+    ),
+    click.option("--user", default=None, help="NATS user."),
+    click.option(
+        "--password",
+        envvar="HOOKAUDIT_NATS_PASSWORD",
+        default=None,
+        help="NATS password (env HOOKAUDIT_NATS_PASSWORD).",
+    ),
+    click.option(
+        "--nats-tls-ca",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="CA bundle to verify a TLS NATS server.",
+    ),
+    click.option("--prefix", default="", hidden=True, help="Stream/subject prefix (tests)."),
+    click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        envvar="HOOKAUDIT_DATA_DIR",
+        help="Data dir (env HOOKAUDIT_DATA_DIR).",
+    ),
+]
+
+
+def _nats_options(f: Any) -> Any:
+    for opt in reversed(_NATS_OPTS):
+        f = opt(f)
+    return f
+
+
+def _connect(d: Path, o: dict[str, Any]) -> Any:
+    from ingest.cli import build_connect
+
+    co = build_connect(
+        d, o["nats_url"], o["creds"], o["nkey_seed"], o["user"], o["password"], o["nats_tls_ca"]
+    )
+    return co
+
+
+@click.group("siem", invoke_without_command=True)
+@_nats_options
+@click.option("--name", default=None, help="The sink's name: its durable consumer and state.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["ocsf", "cef", "ecs", "json"]),
+    default="ocsf",
+    show_default=True,
+)
+@click.option(
+    "--to",
+    "to",
+    default=None,
+    metavar="URL",
+    help="syslog+udp|tcp|tls://HOST:PORT, hec+https://HOST:PORT, "
+    "elastic+https://HOST:PORT/INDEX, https://URL, file://PATH or - (stdout).",
+)
+@click.option(
+    "--filter",
+    "subject_filter",
+    default=None,
+    metavar="EVENT[.DECISION]",
+    help="Only these outcomes, as subject tokens: 'PreToolUse.deny', 'PreToolUse.*'.",
+)
+@click.option("--batch", type=click.IntRange(1, 10000), default=256, show_default=True)
+@click.option("--tls-ca", type=click.Path(dir_okay=False), default=None, help="CA of the SIEM.")
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Client certificate for the SIEM.",
+)
+@click.option("--tls-key", type=click.Path(dir_okay=False), default=None, help="Its key.")
+@click.option(
+    "--token",
+    envvar="HOOKAUDIT_SIEM_TOKEN",
+    default=None,
+    help="HEC token / Elastic API key / webhook bearer (env HOOKAUDIT_SIEM_TOKEN).",
+)
+@click.option(
+    "--redact",
+    "redact_specs",
+    multiple=True,
+    metavar="NAME=REGEX",
+    help="Another redaction pattern (repeatable); a group redacts only the group.",
+)
+@click.option(
+    "--no-default-redaction",
+    is_flag=True,
+    help="Turn off the built-in patterns (API keys, tokens, AWS keys, passwords).",
+)
+@click.option(
+    "--redact-key-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    envvar="HOOKAUDIT_REDACT_KEY_FILE",
+    help="HMAC key of redaction tokens (default: DATA_DIR/siem/redact.key, made once).",
+)
+@click.option(
+    "--ack-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="HEC: seconds to wait for the indexer acknowledgement before re-sending.",
+)
+@click.option(
+    "--max-file-mb",
+    type=int,
+    default=100,
+    show_default=True,
+    help="file://: rotate past this size.",
+)
+@click.option("--ack-wait", type=float, default=120.0, hidden=True)
+@click.option("-v", "--verbose", is_flag=True)
+@click.pass_context
+def siem_group(ctx: click.Context, /, **o: Any) -> None:
+    """Stream outcomes to a SIEM until SIGTERM, acking each only after the SIEM accepted it.
+
+    \b
+    Example:
+      hookaudit siem --data-dir ./data --name soc --format cef --to syslog+tcp://127.0.0.1:514
+      hookaudit siem --name splunk --format ocsf --to hec+https://splunk:8088 --token $T
+      hookaudit siem status --data-dir ./data
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if not o["name"] or not o["to"]:
+        raise click.UsageError("hookaudit siem needs --name and --to (or the 'status' command)")
+    from ingest.nats import names
+    from ingest.siem.forward import NAME_OK, Forwarder
+    from ingest.siem.redact import Redactor, parse_pattern
+    from ingest.siem.targets import TlsFiles, parse_target, redact_url
+
+    logging.basicConfig(
+        level=logging.INFO if o["verbose"] else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    if not NAME_OK.fullmatch(o["name"]):
+        raise click.UsageError(f"--name {o['name']!r}: expected 1-64 of [A-Za-z0-9_-]")
+    d = o["data_dir"] or default_data_dir()
+    try:
+        extra = [parse_pattern(s) for s in o["redact_specs"]]
+        tls = TlsFiles(o["tls_ca"], o["tls_cert"], o["tls_key"])
+        sink = parse_target(
+            o["to"],
+            tls=tls,
+            token=o["token"],
+            ack_timeout=o["ack_timeout"],
+            max_file_bytes=o["max_file_mb"] << 20,
+        )
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
+    redactor = Redactor.build(
+        _redaction_key(d, o["redact_key_file"]), extra, defaults=not o["no_default_redaction"]
+    )
+
+    async def _run() -> Any:
+        fwd = Forwarder(
+            connect=_connect(d, o),
+            names=names(o["prefix"]),
+            name=o["name"],
+            fmt=o["fmt"],
+            sink=sink,
+            redactor=redactor,
+            data_dir=d,
+            filter=o["subject_filter"],
+            batch=o["batch"],
+            ack_wait=o["ack_wait"],
+            to=redact_url(o["to"]),
+        )
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, fwd.stop)
+        return await fwd.run()
+
+    try:
+        c = asyncio.run(_run())
+    except HookauditError as exc:
+        _fail(str(exc))
+        return
+    click.echo(
+        json.dumps(
+            {
+                "name": c.name,
+                "sent": c.sent,
+                "retried": c.retried,
+                "failed": c.failed,
+                "parked": c.parked,
+            }
+        ),
+        err=True,
+    )
+
+
+@siem_group.command("status")
+@_nats_options
+@click.option("--name", default=None, help="One sink (default: all in --data-dir).")
+@click.option(
+    "--parked",
+    "show_parked",
+    type=int,
+    default=5,
+    show_default=True,
+    help="How many of the last parked records to show per sink.",
+)
+def siem_status(show_parked: int, **o: Any) -> None:
+    """Per-sink counters (sent, retried, failed, parked, lag) and the last parked records.
+
+    Exit 1 when a sink's consumer cannot be read (lag unknown).
+
+    \b
+    Example:
+      hookaudit siem status --data-dir ./data
+    """
+    from ingest.nats import names
+    from ingest.siem.forward import consumer_name
+    from ingest.siem.state import read_counters, read_parked, sink_names
+
+    d = o["data_dir"] or default_data_dir()
+    wanted = [o["name"]] if o["name"] else sink_names(d)
+    n = names(o["prefix"])
+    sinks: list[dict[str, Any]] = []
+    for name in wanted:
+        c = read_counters(d, name)
+        if c is None:
+            _fail(f"{d}/siem/{name}/status.json: no such sink (never started here)")
+            return
+        count, last = read_parked(d, name, show_parked)
+        alive = c.pid is not None and _alive(c.pid)
+        sinks.append(
+            {
+                "name": name,
+                "to": c.to,
+                "format": c.format,
+                "running": alive,
+                "sent": c.sent,
+                "retried": c.retried,
+                "failed": c.failed,
+                "parked": count,
+                "messages": c.messages,
+                "lag": None,
+                "last_error": c.last_error,
+                "last_error_at": _iso(c.last_error_at),
+                "last_sent_at": _iso(c.last_sent_at),
+                "parked_records": last,
+            }
+        )
+    ok = True
+
+    async def _lag() -> None:
+        nonlocal ok
+        nc = await _connect(d, o).connect()
+        try:
+            js = nc.jetstream()
+            for s in sinks:
+                try:
+                    ci = await js.consumer_info(n.outcomes_stream, consumer_name(s["name"]))
+                    s["lag"] = ci.num_pending + ci.num_ack_pending
+                    s["ack_pending"] = ci.num_ack_pending
+                    s["redelivered"] = ci.num_redelivered
+                except Exception as e:  # reported, not raised: status always prints
+                    s["lag_error"] = str(e) or type(e).__name__
+                    ok = False
+        finally:
+            await nc.close()
+
+    if sinks:
+        try:
+            asyncio.run(_lag())
+        except HookauditError as e:
+            for s in sinks:
+                s["lag_error"] = str(e)
+            ok = False
+    click.echo(json.dumps({"sinks": sinks}, indent=2))
+    sys.exit(0 if ok else 1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

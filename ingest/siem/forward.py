@@ -1,0 +1,262 @@
+"""The forwarder: a durable JetStream consumer on HOOK_OUTCOMES feeding one sink.
+
+Rules of this file:
+- Ack a message only after every record made from it was accepted by the sink or parked
+  (parked records are fsynced to ``parked.jsonl`` first). Nothing is dropped silently.
+- A batch the sink cannot take is kept in hand and sent again with exponential back-off
+  (0.5 s doubling to `max_backoff`), its messages kept alive with in-progress acks so
+  JetStream hands them to no one else; items a sink asks to retry go again the same way.
+- After a restart the durable consumer resumes where the last acked message left off; a
+  batch in hand when the process died is delivered again after ``ack_wait``.
+- SIGTERM finishes the send in hand, then naks what is not acked (redelivered at once to
+  the next run) and stops.
+
+Example:
+    fwd = Forwarder(connect=co, names=names(), name="splunk", fmt="ocsf", sink=sink,
+                    redactor=Redactor(key=k), data_dir=d)
+    await fwd.run()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from engine.errors import Unavailable
+from engine.records import decode_outcome_msgpack
+from ingest.nats import ConnectOptions, Names
+from ingest.pull import Puller
+from ingest.siem.formats import Formatted, format_view
+from ingest.siem.redact import Redactor
+from ingest.siem.sink import Sink, SinkDown
+from ingest.siem.state import Counters, Parked, append_parked, read_counters, write_counters
+from ingest.siem.view import build_view
+
+__all__ = ["NAME_OK", "Forwarder", "consumer_name"]
+
+_log = logging.getLogger("hookaudit.siem")
+NAME_OK = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def consumer_name(name: str) -> str:
+    """The durable consumer of sink `name`.
+
+    Example:
+        >>> consumer_name("splunk")
+        'siem-splunk'
+    """
+    return f"siem-{name}"
+
+
+@dataclass
+class _Item:
+    msg: Any
+    records: list[Formatted]
+    pending: set[int] = field(default_factory=set)  # indices into records not yet done
+
+
+@dataclass
+class Forwarder:
+    connect: ConnectOptions
+    names: Names
+    name: str
+    fmt: str
+    sink: Sink
+    redactor: Redactor
+    data_dir: Path
+    filter: str | None = None
+    batch: int = 256
+    ack_wait: float = 120.0
+    max_backoff: float = 10.0
+    to: str = ""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    counters: Counters = field(init=False)
+
+    def __post_init__(self) -> None:
+        prev = read_counters(self.data_dir, self.name)
+        self.counters = prev or Counters(name=self.name)
+        self.counters.to, self.counters.format = self.to, self.fmt
+        self.counters.consumer = consumer_name(self.name)
+        self.counters.stream = self.names.outcomes_stream
+        self.counters.pid, self.counters.started_at = os.getpid(), time.time()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def _ensure_consumer(self, js: Any) -> None:
+        from nats.js import api as js_api
+
+        subject = self.names.outcomes_subjects
+        if self.filter:
+            subject = f"{self.names.outcomes_prefix}.{self.filter}"
+        cfg = js_api.ConsumerConfig(
+            name=consumer_name(self.name),
+            durable_name=consumer_name(self.name),
+            description=f"hookaudit siem {self.name}: ack after the SIEM accepted",
+            deliver_policy=js_api.DeliverPolicy.ALL,
+            ack_policy=js_api.AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait,
+            max_ack_pending=max(4 * self.batch, 1024),
+            filter_subject=subject,
+        )
+        try:
+            try:
+                info = await js.consumer_info(self.names.outcomes_stream, cfg.durable_name)
+            except Exception as e:  # not found: create it
+                if "not found" not in str(e).lower() and "10014" not in str(e):
+                    raise
+                await js.add_consumer(self.names.outcomes_stream, cfg)
+                return
+        except Exception as e:
+            raise Unavailable(
+                f"consumer {cfg.durable_name} on {self.names.outcomes_stream}: {e}"
+            ) from e
+        have = info.config.filter_subject
+        if have != subject:
+            raise Unavailable(
+                f"consumer {cfg.durable_name} exists with filter {have!r} (want {subject!r}); "
+                f"use another --name or remove it (nats consumer rm "
+                f"{self.names.outcomes_stream} {cfg.durable_name})"
+            )
+
+    def _format(self, msg: Any) -> tuple[list[Formatted], str | None]:
+        seq = msg.metadata.sequence.stream
+        try:
+            outcome = decode_outcome_msgpack(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as e:
+            return [], f"not an Outcome record: {e}"
+        view = build_view(outcome, seq=seq, redactor=self.redactor)
+        return format_view(self.fmt, view), None
+
+    async def run(self) -> Counters:
+        nc = await self.connect.connect()
+        try:
+            js = nc.jetstream()
+            await self._ensure_consumer(js)
+            puller = Puller(nc, self.names.outcomes_stream, consumer_name(self.name))
+            await puller.start()
+            write_counters(self.data_dir, self.counters)
+            while not self.stopping.is_set():
+                msgs = await puller.fetch(self.batch, timeout=1.0)
+                if msgs:
+                    await self._handle(nc, msgs)
+                    write_counters(self.data_dir, self.counters)
+            await puller.stop()
+        finally:
+            with contextlib.suppress(Exception):
+                await self.sink.close()
+            self.counters.pid = None
+            write_counters(self.data_dir, self.counters)
+            with contextlib.suppress(Exception):
+                await nc.close()
+        return self.counters
+
+    async def _handle(self, nc: Any, msgs: list[Any]) -> None:
+        items: list[_Item] = []
+        parked: list[Parked] = []
+        for m in msgs:
+            records, bad = self._format(m)
+            if bad is not None:
+                parked.append(self._parked_msg(m, bad))
+            items.append(_Item(m, records, set(range(len(records)))))
+        if parked:  # undecodable messages: park them, their ack follows below
+            append_parked(self.data_dir, self.name, parked)
+            self.counters.parked += len(parked)
+        backoff, first = 0.5, True
+        while True:
+            todo = [(it, i) for it in items for i in sorted(it.pending)]
+            if not todo:
+                break
+            if not first:
+                self.counters.retried += len(todo)
+            first = False
+            try:
+                delivery = await self.sink.send(
+                    [it.records[i] for it, i in todo], self._keepalive(items)
+                )
+            except SinkDown as e:
+                self._failed(str(e))
+            else:
+                retry = set(delivery.retry)
+                gone: list[Parked] = []
+                for k, why in delivery.parked:
+                    it, i = todo[k]
+                    gone.append(self._parked_rec(it.records[i], why))
+                    it.pending.discard(i)
+                    retry.discard(k)
+                append_parked(self.data_dir, self.name, gone)
+                self.counters.parked += len(gone)
+                for k, (it, i) in enumerate(todo):
+                    if k not in retry and i in it.pending:
+                        it.pending.discard(i)
+                        self.counters.sent += 1
+                if retry:
+                    self._failed(f"{self.sink.name}: {len(retry)} record(s) to retry")
+                else:
+                    self.counters.last_sent_at = time.time()
+                    break
+            await self._ack_done(nc, items)
+            write_counters(self.data_dir, self.counters)  # status shows an outage as it lasts
+            if self.stopping.is_set():
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), backoff)
+            backoff = min(backoff * 2, self.max_backoff)
+            await self._keepalive(items)()
+        await self._ack_done(nc, items)
+        for it in items:  # stopping with records in hand: hand them back at once
+            with contextlib.suppress(Exception):
+                await it.msg.nak()
+
+    def _keepalive(self, items: list[_Item]) -> Any:
+        async def alive() -> None:
+            for it in items:
+                if it.pending:
+                    with contextlib.suppress(Exception):
+                        await it.msg.in_progress()
+
+        return alive
+
+    async def _ack_done(self, nc: Any, items: list[_Item]) -> None:
+        done = [it for it in items if not it.pending]
+        if not done:
+            return
+        for it in done:
+            await it.msg.ack()
+            items.remove(it)
+        self.counters.messages += len(done)
+        await nc.flush()  # the acks reached the server before we count them as done
+
+    def _failed(self, why: str) -> None:
+        self.counters.failed += 1
+        self.counters.last_error, self.counters.last_error_at = why[:500], time.time()
+        _log.warning("%s", why)
+
+    def _parked_rec(self, r: Formatted, why: str) -> Parked:
+        return Parked(
+            time=time.time(),
+            seq=r.seq,
+            event_id=r.event_id,
+            uid=r.uid,
+            reason=why,
+            record=r.text[:4096],
+        )
+
+    def _parked_msg(self, m: Any, why: str) -> Parked:
+        return Parked(
+            time=time.time(),
+            seq=m.metadata.sequence.stream,
+            event_id="",
+            uid="",
+            reason=why,
+            record=repr(m.data[:200]),
+        )

@@ -1,0 +1,53 @@
+"""The seam between the forwarder and a transport: `Sink`, `Delivery`, `SinkDown`.
+
+Rules of this file:
+- A sink says, for each batch, which records it could not take yet (`retry`) and which it
+  will never take (`parked`, with the receiver's reason); every other record was accepted
+  (for HEC: indexer-acknowledged; for TCP syslog: written and drained to the socket).
+- A sink that cannot take anything now (connection refused, 5xx, timeout, no indexer ack)
+  raises `SinkDown`; the forwarder backs off and sends the same batch again.
+- `keepalive` is called while a sink waits long (HEC acks), so JetStream does not hand the
+  batch's messages to anyone else meanwhile.
+
+Example:
+    >>> Delivery().accepted_all
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ingest.siem.formats import Formatted
+
+__all__ = ["Delivery", "Keepalive", "Sink", "SinkDown"]
+
+Keepalive = Callable[[], Awaitable[None]]
+
+
+class SinkDown(Exception):
+    """The receiver cannot take the batch now; the same batch is sent again later."""
+
+
+@dataclass
+class Delivery:
+    """What a sink did with a batch: indices to retry, indices parked with a reason."""
+
+    retry: list[int] = field(default_factory=list)
+    parked: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def accepted_all(self) -> bool:
+        return not self.retry and not self.parked
+
+
+class Sink(Protocol):
+    """A transport to one receiver."""
+
+    name: str
+
+    async def send(self, batch: list[Formatted], keepalive: Keepalive) -> Delivery: ...
+
+    async def close(self) -> None: ...
