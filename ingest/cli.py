@@ -370,15 +370,20 @@ def worker_cmd(
 def verify_cmd(data_dir: Path | None, fmt: str) -> None:
     """Recompute every hash chain and manifest; exit 1 naming the first broken record.
 
-    Set HOOKAUDIT_LOG_KEY to also check the manifest HMAC signatures.
+    Set HOOKAUDIT_LOG_KEY to also check the batch and manifest HMAC signatures. A data
+    dir without a log is a failure (exit 1), so a mistyped path cannot pass a CI gate.
 
     \b
     Example:
       hookaudit verify --data-dir ./data
     """
-    from ingest.log import verify
+    from ingest.log import has_log, verify
 
     d = data_dir or default_data_dir()
+    if not d.is_dir():
+        fail(f"{d}: no such data directory (nothing to verify)")
+    if not has_log(d):
+        fail(f"{d}: no log here ({d / 'log'} holds no worker chain): nothing to verify")
     report = verify(d)
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -388,6 +393,11 @@ def verify_cmd(data_dir: Path | None, fmt: str) -> None:
         click.echo(f"FAILED: {report.first_error}", err=True)
         for e in report.errors[1:20]:
             click.echo(f"  also: {e}", err=True)
+        if len(report.errors) > 20:
+            click.echo(f"  … {len(report.errors) - 20} more (--format json lists all)", err=True)
+    if fmt != "json":
+        for note in report.notes:
+            click.echo(f"note: {note}", err=not report.ok)
     sys.exit(0 if report.ok else 1)
 
 
@@ -411,15 +421,30 @@ def log_seal(data_dir: Path | None, worker_name: str) -> None:
     Example:
       hookaudit log seal --data-dir ./data --worker myhost-1
     """
-    from ingest.log import LogWriter
+    from ingest.log import LogWriter, writer_pid
+    from ingest.log.layout import workers
 
     d = data_dir or default_data_dir()
+    if not d.is_dir():
+        fail(f"{d}: no such data directory")
     try:
+        known = workers(d / "log")
+        if worker_name not in known:
+            have = ", ".join(known) or "none"
+            fail(f"{d}: no chain for worker {worker_name!r} in this log (workers: {have})")
+        pid = writer_pid(d, worker_name)
+        if pid is not None:
+            fail(f"worker {worker_name!r} is running: stop worker pid {pid} first")
         writer = LogWriter.open(d, worker_name)
         try:
-            writer.seal()
+            entry = writer.seal()
         finally:
             writer.close()
-    except HookauditError as exc:
+    except (HookauditError, ValueError) as exc:
         fail(str(exc))
-    click.echo("sealed")
+    if entry is None:
+        click.echo(f"nothing to seal: worker {worker_name!r} has no unsealed records")
+        return
+    click.echo(
+        f"sealed {worker_name} segment {entry.seq}: records {entry.first_seq}-{entry.last_seq}"
+    )

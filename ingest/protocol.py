@@ -23,6 +23,7 @@ from pathlib import Path
 import msgspec
 
 from engine.records import Outcome
+from ingest.log.lines import idempotency_key
 
 __all__ = [
     "MSG_ID",
@@ -42,11 +43,6 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     event_id: str
     outcome: Outcome | None = None
     error: str | None = None
-
-
-def idempotency_key(event_id: str, settings_id: str, replay_id: str | None) -> str:
-    """The log's dedup key, also used as the outcome's Nats-Msg-Id."""
-    return f"{event_id}:{settings_id}:{replay_id or ''}"
 
 
 def default_data_dir() -> Path:

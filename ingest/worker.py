@@ -36,9 +36,9 @@ from engine.executors.command import CommandExecutor
 from engine.records import HookEvent, Outcome, decode_event_msgpack, encode_msgpack, uuid7
 from engine.run import Engine
 from engine.sources import Effective, load_sources
-from ingest.log import LogWriter
+from ingest.log import LogWriter, idempotency_key
 from ingest.nats import ConnectOptions, Names, outcome_subject, provision
-from ingest.protocol import MSG_ID, REPLY_HEADER, Reply, idempotency_key
+from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
 from ingest.pull import Puller
 
 __all__ = ["Worker", "WorkerStats"]

@@ -5,7 +5,7 @@ Rules of this file:
   Outcome (for active lines) and how it is derived in SQL from a record's JSON line (for
   sealed segments that lack it).
 - `SEALED_EXTRA_COLUMNS`, `RUN_COLUMNS`, `RUN_SCHEMA`, `sealed_write_options` and
-  `tool_input_values` are defined by `ingest.sealcols` (the sealer owns the layout: additive
+  `tool_input_values` are defined by `ingest.log.schema` (the sealer owns the layout: additive
   flat columns of a sealed segment and a runs side file with one row per HookRun) and
   re-exported here. Segments sealed before them lack both; the views derive them from `record`.
 - `VIEW_DOCS` documents every public view, column by column.
@@ -22,10 +22,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest.logverify import SCHEMA
-from ingest.sealcols import (
+from ingest.log.schema import (
     RUN_COLUMNS,
     RUN_SCHEMA,
+    SCHEMA,
     SEALED_EXTRA_COLUMNS,
     Getter,
     sealed_write_options,
@@ -56,7 +56,7 @@ __all__ = [
 _TS = pa.timestamp("us", tz="UTC")
 
 
-# The flat columns sealed segments have today (ingest.logverify.SCHEMA), with the getters
+# The flat columns sealed segments have today (ingest.log.schema.SCHEMA), with the getters
 # that fill them for active lines.
 BASE_COLUMNS: tuple[tuple[str, Getter], ...] = (
     ("id", lambda o: o.event.id),

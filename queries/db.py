@@ -21,12 +21,14 @@ Rules of this file:
   (`record`) is parsed only for a column its segment lacks (`queries.columns`: flat columns
   proposed for sealed segments, used as soon as a segment has them).
 - Explicit schemas, never auto-detection: sealed files whose columns do not have the types of
-  `ingest.logverify.SCHEMA` are skipped with a warning; active lines are decoded by the log's
+  `ingest.log.schema.SCHEMA` are skipped with a warning; active lines are decoded by the log's
   own decoder (`decode_outcome_json`), so a line is readable here iff it is for `iter_outcomes`,
   and loaded into DuckDB as Arrow tables with declared types.
-- A record is never shown twice: rows are deduplicated by the log's idempotency key
-  (event id, settings_id, replay_id), keeping the first appended. Only segments that hold a
-  duplicate pay for the anti-join (see `_Dedup`).
+- A record is never shown twice: rows are deduplicated by the log's one rule
+  (`ingest.log.dedup`: of the copies of a key, the first in log order, worker then seq),
+  by idempotency key (event id, settings_id, replay_id) and, for the event views, by live
+  event id. Only segments that hold a duplicate pay for the anti-join (see `_Dedup`).
+- The dedup cache is private (0600 in a 0700 folder), like the log.
 - After the views are built the connection is locked: file access only to the segments,
   no configuration change. User values reach SQL only as bound parameters.
 
@@ -57,7 +59,17 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from engine.records import decode_outcome_json
-from ingest.log import OnCorrupt, Segment, runs_path, segments
+from ingest.log import (
+    EVENT_PARTITION,
+    KEY_PARTITION,
+    OnCorrupt,
+    Segment,
+    active_data,
+    runs_path,
+    sealed_copy,
+    segments,
+    sql_copy,
+)
 from queries.catalog import NamedQuery, QueryError, bind_params
 from queries.columns import (
     BASE_COLUMNS,
@@ -153,22 +165,18 @@ def _read_active(
     moved: list[Segment] = []
     for seg in segs:
         try:
-            data = seg.path.read_bytes()
-        except FileNotFoundError:  # sealed meanwhile: its Parquet copy holds the same records
-            sealed = seg.path.parents[2] / "sealed" / seg.worker / f"{seg.seq:08d}.parquet"
-            if sealed.exists():
-                moved.append(Segment(seg.worker, seg.seq, "sealed", sealed))
-            continue
+            got = active_data(seg)
         except OSError as exc:
             problems(str(seg.path), 0, f"cannot read segment: {exc}")
             continue
-        end = data.rfind(b"\n") + 1  # a torn last line is still being written: not yet a record
-        part = _ActiveSegment(str(seg.path), data[:end], [], [], [], True)
+        if got is None:  # sealed meanwhile: its Parquet copy holds the same records
+            sealed = sealed_copy(seg)
+            if sealed.path.exists():
+                moved.append(sealed)
+            continue
+        part = _ActiveSegment(str(seg.path), got.data, [], [], [], got.whole)
         view = memoryview(part.data)
-        pos = n = 0
-        while pos < end:
-            nl = part.data.index(b"\n", pos)
-            n += 1
+        for n, pos, nl in got.spans:
             try:
                 o = decode_outcome_json(cast(bytes, view[pos:nl]))
             except msgspec.DecodeError as exc:
@@ -178,7 +186,6 @@ def _read_active(
                 part.spans.append((pos, nl))
                 part.numbers.append(n)
                 part.tool.append(tool_input_values(o))
-            pos = nl + 1
         if part.spans:
             out.append(part)
     return out, moved
@@ -434,9 +441,14 @@ class _Dedup:
         if not self.cache:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            for folder in (self.path.parent.parent, self.path.parent):
+                folder.mkdir(mode=0o700, exist_ok=True)
+                os.chmod(folder, 0o700)
             tmp = self.path.with_name(f"dedup.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"version": 1, "files": files, "ts": ts}))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                os.fchmod(fd, 0o600)
+                f.write(json.dumps({"version": 1, "files": files, "ts": ts}))
             os.replace(tmp, self.path)
         except OSError as exc:  # a read-only data dir: the next open computes it again
             _logger.debug("%s: cannot write the dedup cache: %s", self.path, exc)
@@ -526,11 +538,8 @@ class _Dedup:
                            WHERE ts IN (SELECT t FROM _ha_dup_ts)),
                 r AS (
                     SELECT file, worker, seq,
-                        row_number() OVER (PARTITION BY id, settings_id, replay_id
-                                           ORDER BY appended, worker, seq) > 1 AS key_dup,
-                        replay_id IS NULL AND row_number() OVER (
-                            PARTITION BY id, replay_id IS NULL
-                            ORDER BY appended, worker, seq) > 1 AS event_dup
+                        {sql_copy(KEY_PARTITION)} AS key_dup,
+                        replay_id IS NULL AND {sql_copy(EVENT_PARTITION)} AS event_dup
                     FROM c)
                 SELECT file, worker, seq, key_dup, event_dup FROM r WHERE key_dup OR event_dup
                 """

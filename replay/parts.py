@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -40,27 +39,14 @@ from typing import Any
 import msgspec
 
 from ingest.log import Segment, iter_raw_lines
+from ingest.log.lines import HEAD_ID, LIVE_TAIL
+from ingest.log.scan import ACTIVE_ROW_BYTES, estimated_rows, has_columns
 from replay.select import Piece
 
 __all__ = ["ACTIVE_ROW_BYTES", "LateSkips", "Restart", "SegmentQueue", "duplicates"]
 
 _logger = logging.getLogger(__name__)
-ACTIVE_ROW_BYTES = 2048  # a typical stored record (event, decision, runs) as JSON
-
-
-def _rows(seg: Segment) -> int:
-    """Estimated records in a segment (exact for sealed Parquet)."""
-    if seg.kind == "sealed":
-        import pyarrow.parquet as pq
-
-        try:
-            return int(pq.read_metadata(seg.path).num_rows)
-        except (OSError, ValueError):
-            pass
-    try:
-        return max(1, seg.path.stat().st_size // ACTIVE_ROW_BYTES)
-    except OSError:  # sealed and removed meanwhile: read from its sealed copy
-        return 1
+_rows = estimated_rows
 
 
 class SegmentQueue:
@@ -113,21 +99,15 @@ class _IdKey(msgspec.Struct):
 
 _id_decoder = msgspec.json.Decoder(_IdKey)
 _FLAT = ("id", "replay_id")
-# How `ingest.log.LogWriter` writes a record: the event's id first, the outcome's
-# replay_id after every nested object (only worker, seq, times and hashes follow it).
-_HEAD_ID = re.compile(rb'\{"event":\{"id":"([^"\\]*)"')
-_LIVE_TAIL = b'null,"worker":'
+# How `ingest.log.LogWriter` writes a record (`ingest.log.lines`): the event's id first,
+# the outcome's replay_id after every nested object.
+_HEAD_ID = HEAD_ID
+_LIVE_TAIL = LIVE_TAIL
 
 
 def _flat(seg: Segment) -> bool:
     """Whether a sealed segment has the flat ``id``/``replay_id`` columns."""
-    import pyarrow.parquet as pq
-
-    try:
-        names = pq.read_schema(seg.path).names
-    except (OSError, ValueError):
-        return False
-    return all(n in names for n in _FLAT)
+    return has_columns(seg, _FLAT)
 
 
 def _line_ids(seg: Segment) -> list[tuple[str, int]]:

@@ -2,7 +2,7 @@
 
 Rules of this file:
 - The log is found and read through `ingest.log` (`segments`, `iter_raw_lines`); sealed
-  segments through their flat columns when they have them (`replay.sealed`: records are
+  segments through their flat columns when they have them (`ingest.log.scan`: records are
   filtered before they are decoded, and handed out as memoryviews of the Arrow buffer).
   Nothing here writes.
 - An unreadable record is skipped with a warning (`hookaudit verify` names it).
@@ -35,7 +35,8 @@ import msgspec
 
 from engine.records import ENGINE_VERSION, HookEvent, HookRun, Outcome, payload_dict
 from ingest.log import Segment, iter_raw_lines, segments
-from replay.sealed import sealed_rows
+from ingest.log.lines import HEAD_TS
+from ingest.log.scan import sealed_rows
 
 __all__ = [
     "BaseRecord",
@@ -95,6 +96,16 @@ class Selection:
         hi = self.until.timestamp() * 1e6 if self.until is not None else float("inf")
         object.__setattr__(self, "_lo", lo)
         object.__setattr__(self, "_hi", hi)
+
+    @property
+    def lo_us(self) -> float:
+        """`since` in µs since the epoch (-inf when open)."""
+        return self._lo
+
+    @property
+    def hi_us(self) -> float:
+        """`until` in µs since the epoch (inf when open)."""
+        return self._hi
 
     def matches_ts(self, ts_us: float) -> bool:
         """Whether an event time (µs since the epoch) lies in [since, until)."""
@@ -242,12 +253,9 @@ class ChainPosition:
     hash: str
 
 
-# How `ingest.log.LogWriter` writes a record: the event's id, then its time, first. A
-# line laid out otherwise is decoded to read its time.
-_HEAD_TS = re.compile(
-    rb'\{"event":\{"id":"[^"\\]*","ts":"'
-    rb'(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d))"'
-)  # at most 6 digits of a second: more, and `fromisoformat` would truncate, not round
+# How `ingest.log.LogWriter` writes a record: the event's id, then its time, first
+# (`ingest.log.lines.HEAD_TS`). A line laid out otherwise is decoded to read its time.
+_HEAD_TS = HEAD_TS
 
 
 def _iso(text: bytes) -> datetime | None:
@@ -333,7 +341,7 @@ def _records(
     seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
 ) -> Iterator[Iterable[bytes | memoryview]]:
     """The records of a segment to decode: a list of views per slice of a sealed row
-    group (`replay.sealed`), or the lines of a segment read line by line."""
+    group (`ingest.log.scan`), or the lines of a segment read line by line."""
     batches = sealed_rows(seg, sel, skip, span) if seg.kind == "sealed" else None
     if batches is None:
         yield _active_rows(seg, sel, skip, span)

@@ -14,11 +14,11 @@ How it is realistic and still takes minutes, not hours:
   written by parallel processes.
 - Events of one session land on any worker (a work queue); each worker chain is in `appended`
   order, cut into sealed segments of `--segment-rows` rows. With `--schema proposed` (the
-  default) they are what `ingest.logverify.seal_segment` writes now: `ingest.logverify.SCHEMA`
-  (the flat columns `ingest.sealcols.SEALED_EXTRA_COLUMNS` after `hash`), a runs side file
-  (`<seq>.runs.parquet`, `ingest.sealcols.RUN_COLUMNS`) and the encodings of
-  `ingest.sealcols.sealed_write_options`; with `--schema current`, what it wrote before them
-  (`ingest.logverify.BASE_SCHEMA`, zstd, no runs file). The newest `--active` rows stay
+  default) they are what `ingest.log.seal.seal_segment` writes now: `ingest.log.schema.SCHEMA`
+  (the flat columns `ingest.log.schema.SEALED_EXTRA_COLUMNS` after `hash`), a runs side file
+  (`<seq>.runs.parquet`, `ingest.log.schema.RUN_COLUMNS`) and the encodings of
+  `ingest.log.schema.sealed_write_options`; with `--schema current`, what it wrote before them
+  (`ingest.log.schema.BASE_SCHEMA`, zstd, no runs file). The newest `--active` rows stay
   active JSONL.
 - Duplicates come the way they do in production: `--crashes` times, a worker dies between
   append and ack and the batch it had in hand (`--batch` records) is appended again ~30 s
@@ -58,10 +58,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from engine.records import Outcome, encode_json, new_event  # noqa: E402
-from ingest.logverify import BASE_SCHEMA as SCHEMA  # noqa: E402
-from ingest.logverify import SCHEMA as SEALED_SCHEMA  # noqa: E402
+from ingest.log.schema import BASE_SCHEMA as SCHEMA  # noqa: E402
+from ingest.log.schema import (  # noqa: E402
+    RUN_COLUMNS,
+    SEALED_EXTRA_COLUMNS,
+    sealed_write_options,
+)
+from ingest.log.schema import SCHEMA as SEALED_SCHEMA  # noqa: E402
 from ingest.samples import sessions  # noqa: E402
-from ingest.sealcols import RUN_COLUMNS, SEALED_EXTRA_COLUMNS, sealed_write_options  # noqa: E402
 
 _TS = pa.timestamp("us", tz="UTC")
 # run columns that come from the outcome row rather than from the run itself

@@ -1,6 +1,10 @@
-"""One contract for reading the log, run against both segment kinds: active JSONL and sealed Parquet.
+"""One contract for reading the log, run against every reader of it.
 
-Whatever `queries/` and `replay/` read must not depend on whether a segment was sealed yet.
+The readers: active JSONL (with and without a log key, whose batch lines are not records),
+sealed Parquet, the DuckDB views of `queries.db`, and replay's selection (`replay.select`,
+`replay.parts.duplicates`). Whatever `queries/` and `replay/` read must not depend on
+whether a segment was sealed yet, and every reader keeps the same copy of a record stored
+twice: the rule of `ingest.log.dedup` (the first in log order, worker then seq).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from engine.records import HookIdentity, HookRun, Outcome, encode_json, new_even
 from ingest.log import (
     LogWriter,
     SegmentKind,
+    first_copies,
+    first_live,
     iter_outcomes,
     iter_raw_lines,
     key_digest,
@@ -63,26 +69,31 @@ class Written:
     data_dir: Path
     kind: SegmentKind
     stored: dict[str, list[Outcome]]  # by worker, in append order
+    key: bytes | None = None  # the log key the writers had
 
 
 WORKERS = ("w-a", "w-b")
 BATCHES = (1, 7, 25)  # per worker; the sealed kind seals after each batch
 
 
-@pytest.fixture(params=["active", "sealed"])
+KEY = b"contract-key"
+
+
+@pytest.fixture(params=["active", "sealed", "keyed"])
 def written(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Written]:
-    kind: SegmentKind = request.param
+    kind: SegmentKind = "sealed" if request.param == "sealed" else "active"
+    key = KEY if request.param == "keyed" else None
     stored: dict[str, list[Outcome]] = {}
     for worker in WORKERS:
         stored[worker] = []
         n = 0
-        with LogWriter.open(tmp_path, worker) as w:
+        with LogWriter.open(tmp_path, worker, key=key) as w:
             for size in BATCHES:
                 stored[worker] += w.append_batch([make(n + i, worker) for i in range(size)])
                 n += size
                 if kind == "sealed":
                     w.seal()
-    yield Written(tmp_path, kind, stored)
+    yield Written(tmp_path, kind, stored, key)
 
 
 def test_segments_are_of_the_kind_under_test(written: Written) -> None:
@@ -116,7 +127,8 @@ def test_raw_lines_are_the_exact_record_bytes(written: Written) -> None:
         assert raw == [encode_json(o) for o in written.stored[worker]]
         for seg in segments(written.data_dir, worker=worker):
             numbers = [n for n, _ in iter_raw_lines(seg)]
-            assert numbers == list(range(1, len(numbers) + 1))
+            # line numbers of the file: with a key, batch lines sit between the records
+            assert numbers == sorted(set(numbers)) and numbers[0] == 1
 
 
 def test_payload_kept_verbatim(written: Written) -> None:
@@ -138,10 +150,119 @@ def test_lookup_by_key(written: Written) -> None:
 
 
 def test_verify_passes(written: Written) -> None:
-    report = verify(written.data_dir)
+    report = verify(written.data_dir, key=written.key)
     assert report.ok, report.first_error
     assert report.records == sum(BATCHES) * len(WORKERS)
     for worker in WORKERS:
         w = report.workers[worker]
         assert (w.last_seq, w.head) == (sum(BATCHES), written.stored[worker][-1].hash)
         assert (w.sealed, w.active) == ((len(BATCHES), 0) if written.kind == "sealed" else (0, 1))
+
+
+def test_batch_lines_only_with_a_key(written: Written) -> None:
+    actives = [s.path.read_bytes() for s in segments(written.data_dir) if s.kind == "active"]
+    assert all((b'{"batch":' in data) == (written.key is not None) for data in actives)
+
+
+def test_duckdb_views_read_what_was_written(written: Written) -> None:
+    from queries.db import open_db
+
+    con = open_db(written.data_dir, cache=False)
+    try:
+        got = con.sql(
+            "SELECT worker, seq, id, decision, hash FROM all_outcomes ORDER BY worker, seq"
+        ).fetchall()
+        unreadable = con.sql("SELECT count(*) FROM unreadable").fetchall()
+    finally:
+        con.close()
+    want = [
+        (o.worker, o.seq, o.event.id, o.decision, o.hash)
+        for w in sorted(WORKERS)
+        for o in written.stored[w]
+    ]
+    assert got == want
+    assert unreadable == [(0,)]
+
+
+def test_replay_selection_reads_what_was_written(written: Written) -> None:
+    from replay.select import Selection, select
+
+    got = [
+        (s.base.worker, s.base.seq, s.base.event.id) for s in select(written.data_dir, Selection())
+    ]
+    want = [(o.worker, o.seq, o.event.id) for w in sorted(WORKERS) for o in written.stored[w]]
+    assert got == want
+
+
+# ---------------------------------------------------------------- the dedup tie-break
+
+
+@dataclass
+class Twice:
+    data_dir: Path
+    first_appended: Outcome  # appended first in time, by the worker whose name sorts last
+    first_in_log: Outcome  # appended later, by the worker whose name sorts first
+
+
+@pytest.fixture(params=["active", "sealed"])
+def twice(request: pytest.FixtureRequest, tmp_path: Path) -> Twice:
+    """One event re-delivered and appended by two workers with different decisions."""
+    ev = make(1, "x").event
+    deny = Outcome(event=ev, settings_id="settings-abc", blocked=True, decision="deny")
+    allow = Outcome(event=ev, settings_id="settings-abc", decision="allow")
+    other = make(2, "x")
+    with LogWriter.open(tmp_path, "w-zulu") as w:
+        (first_appended,) = w.append_batch([deny])
+        w.append_batch([other])
+        if request.param == "sealed":
+            w.seal()
+    with LogWriter.open(tmp_path, "w-alpha") as w:
+        (first_in_log,) = w.append_batch([allow])
+        if request.param == "sealed":
+            w.seal()
+    assert first_appended.appended is not None and first_in_log.appended is not None
+    assert first_appended.appended <= first_in_log.appended
+    return Twice(tmp_path, first_appended, first_in_log)
+
+
+def test_dedup_rule_in_python(twice: Twice) -> None:
+    every = list(iter_outcomes(twice.data_dir))
+    assert len(every) == 3
+    kept = [o for o in first_copies(every) if o.event.id == twice.first_in_log.event.id]
+    assert kept == [twice.first_in_log]
+    assert [o for o in first_live(every) if o.event.id == twice.first_in_log.event.id] == [
+        twice.first_in_log
+    ]
+
+
+def test_dedup_rule_in_the_duckdb_views(twice: Twice) -> None:
+    from queries.db import open_db
+
+    eid = twice.first_in_log.event.id
+    con = open_db(twice.data_dir, cache=False)
+    try:
+        for view in ("outcomes", "all_outcomes"):
+            got = con.execute(
+                f"SELECT worker, decision FROM {view} WHERE id = $1", [eid]
+            ).fetchall()
+            assert got == [("w-alpha", "allow")], view
+        assert con.execute("SELECT count(*) FROM events WHERE id = $1", [eid]).fetchall() == [(1,)]
+        assert con.execute("SELECT count(*) FROM outcomes").fetchall() == [(2,)]
+    finally:
+        con.close()
+
+
+def test_dedup_rule_in_replays_selection(twice: Twice) -> None:
+    from replay.parts import duplicates
+    from replay.select import Selection, select
+
+    eid = twice.first_in_log.event.id
+    alone = [s for s in select(twice.data_dir, Selection()) if s.base.event.id == eid]
+    assert [(s.base.worker, s.base.decision) for s in alone] == [("w-alpha", "allow")]
+    segs = segments(twice.data_dir)
+    skip = duplicates(segs)
+    told = [s for s in select(twice.data_dir, Selection(), segs=segs, skip=skip)]
+    assert [(s.base.worker, s.base.decision) for s in told if s.base.event.id == eid] == [
+        ("w-alpha", "allow")
+    ]
+    assert len(told) == 2

@@ -1019,8 +1019,18 @@ def test_unreadable_sealed_records_and_files_are_named(tmp_path: Path) -> None:
         path = w.active_path
     with open(path, "ab") as f:
         f.write(b"not json at all\n")
-    with LogWriter.open(tmp_path, "w", clock=Clock(T0 + timedelta(hours=1))) as w:
-        w.seal()  # the sealer keeps the unreadable line as it is, flat columns NULL
+    # The sealer now refuses a broken chain; a segment sealed by an older version kept
+    # an unreadable line as it was, flat columns NULL: written here as that sealer did.
+    import pyarrow.parquet as pq
+
+    from engine.records import decode_outcome_json
+    from ingest.log.schema import segment_table
+
+    lines = path.read_bytes().splitlines()
+    records = [decode_outcome_json(x) for x in lines[:2]] + [None]
+    sealed_dir = tmp_path / "log" / "sealed" / "w"
+    pq.write_table(segment_table(lines, records), sealed_dir / "00000001.parquet")
+    path.unlink()
     (tmp_path / "log" / "sealed" / "w" / "00000009.parquet").write_bytes(b"PAR1 garbage")
     seen: list[tuple[str, int, str]] = []
     c = open_db(tmp_path, on_corrupt=lambda f, n, r: seen.append((Path(f).name, n, r)), cache=False)

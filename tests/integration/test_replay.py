@@ -353,7 +353,7 @@ def test_sealed_records_read_in_slices_select_what_lines_do(
 ) -> None:
     """A sealed row group is read `_SLICE` records at a time; whatever the slice size,
     filters, pieces and skipped rows select exactly what reading the lines does."""
-    monkeypatch.setattr("replay.sealed._SLICE", slice_rows)
+    monkeypatch.setattr("ingest.log.scan._SLICE", slice_rows)
     windows = [
         Selection(),
         Selection(session="s2"),

@@ -31,19 +31,25 @@ from engine.records import (
     new_event,
 )
 from ingest.log import (
+    BASE_SCHEMA,
+    RUN_SCHEMA,
+    SCHEMA,
+    SEALED_EXTRA_COLUMNS,
     LogWriter,
-    _stamp,
+    VerifyReport,
+    idempotency_key,
     iter_outcomes,
     iter_raw_lines,
     key_digest,
+    manifest_hmac,
+    read_manifest,
     recompute_hash,
     runs_path,
+    sealed_write_options,
     segments,
     verify,
 )
-from ingest.logverify import BASE_SCHEMA, SCHEMA, VerifyReport, manifest_hmac, read_manifest
-from ingest.protocol import idempotency_key
-from ingest.sealcols import RUN_SCHEMA, SEALED_EXTRA_COLUMNS, sealed_write_options
+from ingest.log.lines import stamp as _stamp
 
 W = "w1"
 KEY = b"k" * 32

@@ -1,7 +1,7 @@
-"""Read the selected records of a sealed segment through its flat columns, before decoding.
+"""Replay's fast reader of sealed segments: select records by their flat columns, then hand them out.
 
 Rules of this file:
-- A sealed segment's flat columns (`ingest.logverify.SCHEMA`) filter records before any is
+- A sealed segment's flat columns (`ingest.log.schema.SCHEMA`) filter records before any is
   decoded: a row group whose ``ts`` statistics lie outside the time range is not read at
   all, the ``record`` column is read only for row groups with a selected row, and records
   are handed out as memoryviews of the Arrow buffer (no copies).
@@ -9,12 +9,12 @@ Rules of this file:
   ~100 MB, which the allocator maps afresh and the kernel zeroes for every group (a
   fifth of a replay's time went to that); slices of a few MB reuse the same memory.
 - A segment without flat columns gets None: the caller reads it line by line.
+- The filter is any `RowFilter` (replay's `Selection`): the log knows no replay type.
+- `estimated_rows` and `has_columns` answer from a Parquet footer, for planning reads.
 - Nothing here writes.
 
 Example:
     >>> import tempfile
-    >>> from pathlib import Path
-    >>> from ingest.log import Segment
     >>> from replay.select import Selection
     >>> sealed_rows(Segment("w1", 1, "sealed", Path(tempfile.mkdtemp()) / "none.parquet"),
     ...             Selection(), frozenset(), None) is None
@@ -25,14 +25,64 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from ingest.log import Segment
+from ingest.log.layout import Segment
 
-if TYPE_CHECKING:
-    from replay.select import Selection
+__all__ = ["ACTIVE_ROW_BYTES", "Batch", "RowFilter", "estimated_rows", "has_columns", "sealed_rows"]
 
-__all__ = ["Batch", "sealed_rows"]
+ACTIVE_ROW_BYTES = 2048  # a typical stored record (event, decision, runs) as JSON
+
+
+class RowFilter(Protocol):
+    """Which live records to hand out: a time range [lo_us, hi_us), a session, events, ids."""
+
+    @property
+    def since(self) -> datetime | None: ...
+    @property
+    def until(self) -> datetime | None: ...
+    @property
+    def session(self) -> str | None: ...
+    @property
+    def event(self) -> tuple[str, ...]: ...
+    @property
+    def ids(self) -> frozenset[str] | None: ...
+    @property
+    def lo_us(self) -> float: ...
+    @property
+    def hi_us(self) -> float: ...
+
+
+def estimated_rows(seg: Segment) -> int:
+    """Estimated records in a segment (exact for sealed Parquet, from its footer).
+
+    Example:
+        >>> estimated_rows(Segment("w1", 1, "active", Path("/nonexistent")))
+        1
+    """
+    if seg.kind == "sealed":
+        import pyarrow.parquet as pq
+
+        try:
+            return int(pq.read_metadata(seg.path).num_rows)
+        except (OSError, ValueError):
+            pass
+    try:
+        return max(1, seg.path.stat().st_size // ACTIVE_ROW_BYTES)
+    except OSError:  # sealed and removed meanwhile: read from its sealed copy
+        return 1
+
+
+def has_columns(seg: Segment, names: Sequence[str]) -> bool:
+    """Whether a sealed segment has all these flat columns (False when unreadable)."""
+    import pyarrow.parquet as pq
+
+    try:
+        have = pq.read_schema(seg.path).names
+    except (OSError, ValueError):
+        return False
+    return all(n in have for n in names)
+
 
 _FLAT = ("id", "ts", "event", "session_id", "replay_id", "record")
 _SLICE = 4096  # records read at a time (~8 MB of JSON)
@@ -46,7 +96,7 @@ def _us(value: object) -> float | None:
     return float(value) if isinstance(value, int) else None
 
 
-def _groups(pf: Any, sel: Selection) -> Iterator[int]:
+def _groups(pf: Any, sel: RowFilter) -> Iterator[int]:
     """Row groups that may hold selected events: the `ts` statistics prune the others."""
     md = pf.metadata
     leaf = None
@@ -58,13 +108,13 @@ def _groups(pf: Any, sel: Selection) -> Iterator[int]:
         st = md.row_group(group).column(leaf).statistics if leaf is not None else None
         if st is not None and st.has_min_max:
             lo, hi = _us(st.min), _us(st.max)
-            if (hi is not None and hi < sel._lo) or (lo is not None and lo >= sel._hi):
+            if (hi is not None and hi < sel.lo_us) or (lo is not None and lo >= sel.hi_us):
                 continue
         yield group
 
 
 def _keep(
-    small: Any, sel: Selection, first: int, skip: frozenset[int], span: tuple[int, int] | None
+    small: Any, sel: RowFilter, first: int, skip: frozenset[int], span: tuple[int, int] | None
 ) -> list[int] | None:
     """Indexes of the rows of a row group to select (None: all of them); `first` is the
     row number (from 1) of its first row in the segment, `skip` rows never selected,
@@ -85,9 +135,9 @@ def _keep(
     if sel.since is not None or sel.until is not None:
         ts = small.column("ts").cast(pa.int64())
         if sel.since is not None:
-            mask = pc.and_(mask, pc.greater_equal(ts, int(sel._lo)))
+            mask = pc.and_(mask, pc.greater_equal(ts, int(sel.lo_us)))
         if sel.until is not None:
-            mask = pc.and_(mask, pc.less(ts, int(sel._hi)))
+            mask = pc.and_(mask, pc.less(ts, int(sel.hi_us)))
     mask = pc.fill_null(mask, False)
     hidden = [n - first for n in skip if first <= n < first + len(small)]
     lo, hi = (0, len(small)) if span is None else (max(0, span[0] - first), span[1] - first)
@@ -110,7 +160,7 @@ class Batch(NamedTuple):
 
 
 def sealed_rows(
-    seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
+    seg: Segment, sel: RowFilter, skip: frozenset[int], span: tuple[int, int] | None
 ) -> Iterator[Batch] | None:
     """Batches of the records of a sealed segment (rows `span` of it, else all) that pass
     the filters, using its flat columns; None when the segment has no such columns (then

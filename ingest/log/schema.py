@@ -1,10 +1,11 @@
-"""The flat columns a sealed segment adds to its records, and its runs side file.
+"""The schema of a sealed segment: its flat columns, its `record` column and its runs side file.
 
 Rules of this file:
-- Data only, no I/O, stdlib + msgspec + pyarrow + engine.records: what `ingest.logverify`
-  writes beside each record's line, and how each column is computed from an Outcome.
-  `queries.columns` re-exports these names; `ingest` never imports `queries`.
-- `SEALED_EXTRA_COLUMNS` are flat columns of a sealed segment after `hash` (additive: older
+- Data only, no I/O, stdlib + msgspec + pyarrow + engine.records: what the sealer writes
+  beside each record's line, and how each column is computed from an Outcome.
+  `queries.columns` re-exports these names; the log never imports `queries`.
+- `BASE_SCHEMA` holds the columns every sealed segment has; `SCHEMA` those of a segment
+  sealed now: the base ones, then `SEALED_EXTRA_COLUMNS` after `hash` (additive: older
   segments lack them and readers derive them from `record` with the SQL given here).
 - `RUN_COLUMNS` are the columns of `sealed/<worker>/<seq:08d>.runs.parquet`, one row per
   HookRun of the segment's records (`RUN_SCHEMA`).
@@ -29,13 +30,18 @@ import pyarrow.parquet as pq
 from engine.records import HookRun, Outcome
 
 __all__ = [
+    "BASE_NAMES",
+    "BASE_SCHEMA",
+    "COLUMNS",
     "RUN_COLUMNS",
     "RUN_SCHEMA",
+    "SCHEMA",
     "SEALED_EXTRA_COLUMNS",
     "Getter",
     "RunGetter",
     "runs_table",
     "sealed_write_options",
+    "segment_table",
     "tool_input_values",
 ]
 
@@ -261,3 +267,60 @@ def sealed_write_options(names: list[str]) -> dict[str, Any]:
         },
     }
     return {k: v for k, v in options.items() if k in _WRITE_PARAMS}
+
+
+# ---------------------------------------------------------------- the segment's columns
+
+_BASE_COLUMNS: tuple[tuple[str, Any, Callable[[Outcome], object]], ...] = (
+    ("id", pa.string(), lambda o: o.event.id),
+    ("ts", _TS, lambda o: o.event.ts),
+    ("event", pa.string(), lambda o: o.event.event),
+    ("source", pa.string(), lambda o: o.event.source),
+    ("host", pa.string(), lambda o: o.event.host),
+    ("user", pa.string(), lambda o: o.event.user),
+    ("session_id", pa.string(), lambda o: o.event.session_id),
+    ("tool_name", pa.string(), lambda o: o.event.tool_name),
+    ("tool_use_id", pa.string(), lambda o: o.event.tool_use_id),
+    ("cwd", pa.string(), lambda o: o.event.cwd),
+    ("settings_id", pa.string(), lambda o: o.settings_id),
+    ("posture", pa.string(), lambda o: o.posture),
+    ("profile", pa.string(), lambda o: o.profile),
+    ("blocked", pa.bool_(), lambda o: o.blocked),
+    ("decision", pa.string(), lambda o: o.decision),
+    ("reason", pa.string(), lambda o: o.reason),
+    ("replay_id", pa.string(), lambda o: o.replay_id),
+    ("worker", pa.string(), lambda o: o.worker),
+    ("seq", pa.int64(), lambda o: o.seq),
+    ("appended", _TS, lambda o: o.appended),
+    ("prev_hash", pa.string(), lambda o: o.prev_hash),
+    ("hash", pa.string(), lambda o: o.hash),
+)
+# every flat column a segment sealed now has: the base ones, then the additive extras
+COLUMNS = _BASE_COLUMNS + tuple((name, typ, get) for name, typ, get, _ in SEALED_EXTRA_COLUMNS)
+BASE_NAMES = frozenset(name for name, _, _ in _BASE_COLUMNS)
+_RECORD = pa.field("record", pa.binary(), nullable=False)
+BASE_SCHEMA = pa.schema(
+    [pa.field(name, typ) for name, typ, _ in _BASE_COLUMNS] + [_RECORD],
+    metadata={"hookaudit.format": "log-segment/1"},
+)
+"""The columns every sealed segment has (segments sealed before the extra columns: only these)."""
+SCHEMA = pa.schema(
+    [pa.field(name, typ) for name, typ, _ in COLUMNS] + [_RECORD],
+    metadata={"hookaudit.format": "log-segment/2"},
+)
+"""The columns of a segment sealed now: BASE_SCHEMA's, with the extra flat columns after `hash`."""
+
+
+def segment_table(lines: list[bytes], records: list[Outcome | None]) -> Any:
+    """The Parquet table of a segment: flat columns from `records` (None: unreadable) + `record`.
+
+    Example:
+        >>> segment_table([line], [outcome]).column_names[-1]
+        'record'
+    """
+    arrays = [
+        pa.array([None if r is None else get(r) for r in records], type=typ)
+        for _, typ, get in COLUMNS
+    ]
+    arrays.append(pa.array(lines, type=pa.binary()))
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)

@@ -1,0 +1,470 @@
+"""Verification of the whole log: every chain, batch line, manifest line and sealed file.
+
+Rules of this file:
+- `verify` never stops at the first problem and never raises, whatever the files hold: it
+  reports every broken record, file and manifest line as a `VerifyError`, in chain order,
+  and names the first.
+- A sealed file is checked against its manifest line's sha256 first: a file that differs
+  is reported in one line and its content is read only as far as it can be.
+- With a log key, every record of an active segment must be followed by a batch line
+  whose HMAC signs the chain head there (`ingest.log.lines`), and every manifest line
+  must carry a valid hmac.
+- Notes (a torn line set aside after a crash, a seal's leftover) are not errors, but they
+  are reported: `hookaudit verify` prints them.
+
+Example:
+    >>> report = verify(data_dir)
+    >>> report.ok, report.first_error
+    (True, None)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.errors import LogCorrupt
+from engine.records import Outcome
+from ingest.log.layout import (
+    keys_path,
+    manifest_path,
+    rel,
+    root,
+    runs_path_of,
+    seg_path,
+    seqs,
+    workers,
+)
+from ingest.log.lines import batch_hmac, decode_batch, env_key, is_batch_line, recompute_hash
+from ingest.log.manifest import ManifestEntry, manifest_hmac, manifest_lines
+from ingest.log.reader import jsonl_lines, parquet_lines
+from ingest.log.schema import BASE_NAMES, COLUMNS, runs_table, segment_table
+from ingest.log.seal import decode_all, decode_error, keys_of
+
+__all__ = ["ErrorKind", "VerifyError", "VerifyReport", "WorkerReport", "verify"]
+
+ErrorKind = Literal[
+    "edited", "removed", "reordered", "truncated", "deleted", "hmac", "manifest", "corrupt"
+]
+
+
+class VerifyError(msgspec.Struct, frozen=True, kw_only=True):
+    """One problem: `file` is relative to `<data_dir>/log`; `line` is a line or Parquet row.
+
+    kinds: edited (content changed), removed / reordered (chain or seq break), truncated
+    (records missing at a segment's end, torn line), deleted (segment gone), hmac (a
+    manifest line not signed by the key), manifest (listing inconsistent), corrupt
+    (unreadable).
+    """
+
+    file: str
+    line: int | None
+    record_seq: int | None
+    kind: ErrorKind
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        seq = "" if self.record_seq is None else f"record seq {self.record_seq}: "
+        return f"{where}: {seq}{self.message}"
+
+
+class WorkerReport(msgspec.Struct, kw_only=True):
+    records: int = 0
+    sealed: int = 0
+    active: int = 0
+    last_seq: int = 0
+    head: str = ""
+
+
+class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of `verify`; `first_error` is the first problem in chain order."""
+
+    ok: bool
+    records: int
+    workers: dict[str, WorkerReport]
+    errors: list[VerifyError]
+    notes: list[str]
+    hmac_checked: bool
+    first_error: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        """The report as plain JSON-ready data (for `hookaudit verify --format json`).
+
+        Example:
+            >>> verify(data_dir).to_dict()["ok"]
+            True
+        """
+        data: dict[str, object] = msgspec.to_builtins(self)
+        return data
+
+    def raise_for_errors(self) -> None:
+        """Raise LogCorrupt naming the first problem, if any.
+
+        Example:
+            >>> verify(data_dir).raise_for_errors()
+        """
+        if self.errors:
+            e = self.errors[0]
+            seq = "" if e.record_seq is None else f"record seq {e.record_seq}: "
+            raise LogCorrupt(e.file, e.line, f"{seq}{e.message} ({len(self.errors)} problem(s))")
+
+
+def verify(data_dir: str | os.PathLike[str], *, key: bytes | None = None) -> VerifyReport:
+    """Recompute every worker chain (sealed segments in manifest order, then active) and manifest.
+
+    `key` (default: env HOOKAUDIT_LOG_KEY) makes a missing or wrong manifest hmac an error.
+
+    Run it while writers are stopped: an active segment's last line may be mid-write.
+
+    Example:
+        >>> verify(data_dir, key=b"secret").first_error
+        'active/w1/00000002.jsonl:17: record seq 4017: hash mismatch (record edited)'
+    """
+    key = key if key is not None else env_key()
+    base = root(data_dir)
+    errors: list[VerifyError] = []
+    notes: list[str] = []
+    found: dict[str, WorkerReport] = {}
+    for worker in workers(base):
+        check = _Checker(base, worker, key)
+        try:
+            found[worker] = check.run()
+        except Exception as exc:  # a file no check foresaw: reported, never a traceback
+            why = f"cannot check this chain further: {type(exc).__name__}: {exc}"
+            check.err("corrupt", check.mfile, why)
+            found[worker] = check.report
+        errors += check.errors
+        notes += check.notes
+    return VerifyReport(
+        ok=not errors,
+        records=sum(w.records for w in found.values()),
+        workers=found,
+        errors=errors,
+        notes=notes,
+        hmac_checked=key is not None,
+        first_error=str(errors[0]) if errors else None,
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+class _Checker:
+    """Walks one worker's segments in seq order, carrying the chain across them."""
+
+    def __init__(self, root: Path, worker: str, key: bytes | None) -> None:
+        self.root, self.worker, self.key = root, worker, key
+        self.mfile = rel(root, manifest_path(root, worker))
+        self.errors: list[VerifyError] = []
+        self.notes: list[str] = []
+        self.report = WorkerReport()
+        self.prev = ""  # hash of the previous record
+        self.next_seq = 1
+        self.resync = False  # after a gap or an unreadable record: take the next as the anchor
+
+    def err(
+        self, kind: ErrorKind, file: str, msg: str, line: int | None = None, seq: int | None = None
+    ) -> None:
+        self.errors.append(
+            VerifyError(file=file, line=line, record_seq=seq, kind=kind, message=msg)
+        )
+
+    def run(self) -> WorkerReport:
+        listed: dict[int, tuple[int, ManifestEntry]] = {}
+        for m in manifest_lines(manifest_path(self.root, self.worker)):
+            e = m.entry
+            if e is None:
+                torn = m.error == "torn"
+                why = "torn last manifest line (no newline)" if torn else str(m.error)
+                self.err("truncated" if torn else "corrupt", self.mfile, why, m.line)
+            elif e.worker != self.worker or e.seq in listed:
+                self.err("manifest", self.mfile, "duplicate or foreign line", m.line, e.first_seq)
+            else:
+                if listed and e.seq < max(listed):
+                    self.err("manifest", self.mfile, "lines out of order", m.line, e.first_seq)
+                listed[e.seq] = (m.line, e)
+        parquets = seqs(self.root / "sealed" / self.worker, "parquet")
+        actives = seqs(self.root / "active" / self.worker, "jsonl")
+        expected = 1
+        for seq in sorted(set(listed) | set(parquets) | set(actives)):
+            if seq > expected:
+                gone = rel(self.root, seg_path(self.root, self.worker, expected, "sealed"))
+                span = f"{expected}" if seq == expected + 1 else f"{expected}..{seq - 1}"
+                self.err(
+                    "deleted", gone, f"segment seq {span} missing (deleted)", None, self.next_seq
+                )
+                self.resync = True
+            expected = seq + 1
+            if seq in listed or seq in parquets:
+                line, entry = listed.get(seq, (0, None))
+                self.sealed(seq, parquets.get(seq), line, entry)
+                if seq in actives:
+                    self.leftover(actives[seq], parquets.get(seq))
+            else:
+                self.active(actives[seq])
+        self.report.last_seq, self.report.head = self.next_seq - 1, self.prev
+        return self.report
+
+    def listing(self, mline: int, e: ManifestEntry) -> None:
+        """The manifest line itself: its signature and its link to the previous segment."""
+        if self.key is not None and e.hmac is None:
+            self.err(
+                "hmac", self.mfile, "no hmac but a key is set (unsigned line)", mline, e.first_seq
+            )
+        elif self.key is not None and not hmac.compare_digest(
+            str(e.hmac), manifest_hmac(e, self.key)
+        ):
+            self.err("hmac", self.mfile, "bad hmac (line forged or edited)", mline, e.first_seq)
+        if not self.resync and e.prev_head != self.prev:
+            why = "prev_head does not match the previous segment's head"
+            self.err("manifest", self.mfile, why, mline, e.first_seq)
+
+    def sealed(self, seq: int, path: Path | None, mline: int, e: ManifestEntry | None) -> None:
+        file = rel(self.root, seg_path(self.root, self.worker, seq, "sealed"))
+        if e is not None:
+            self.listing(mline, e)
+        if path is None:
+            assert e is not None
+            why = f"sealed segment listed at {self.mfile}:{mline} is missing (deleted)"
+            self.err("deleted", file, why, None, e.first_seq)
+            self.prev, self.next_seq, self.resync = e.head, e.last_seq + 1, False
+            return
+        self.report.sealed += 1
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            self.err("corrupt", file, f"cannot read: {exc}", None, e.first_seq if e else None)
+            if e is not None:
+                self.prev, self.next_seq = e.head, e.last_seq + 1
+            self.resync = e is None
+            return
+        # the file's sha256 is checked before its content is decoded: a file that is not
+        # the one sealed is named in one line, whatever its bytes make the reader do
+        rewritten = e is not None and hashlib.sha256(data).hexdigest() != e.sha256
+        try:
+            table = pq.read_table(pa.BufferReader(data))
+            raw = table.column("record").to_pylist()
+        except Exception as exc:  # whatever a hostile file makes the Parquet reader raise
+            short = e is not None and len(data) < e.size
+            kind: ErrorKind = "truncated" if short else "corrupt"
+            if rewritten and e is not None:
+                why = (
+                    f"file sha256 does not match {self.mfile}:{mline} (segment corrupted or "
+                    f"rewritten: {len(data)} bytes, listed {e.size}; unreadable as Parquet)"
+                )
+                self.err("truncated" if short else "edited", file, why, None, e.first_seq)
+            else:
+                why = f"unreadable Parquet: {_one_line(exc)}"
+                self.err(kind, file, why, None, e.first_seq if e else None)
+            if e is not None:
+                self.prev, self.next_seq = e.head, e.last_seq + 1
+            self.resync = e is None
+            return
+        rows = [(i, r if isinstance(r, bytes) else b"") for i, r in enumerate(raw, 1)]
+        records = decode_all([r for _, r in rows])
+        if e is None:
+            first = next((r.seq for r in records if r is not None), None)
+            why = (
+                f"not listed in {self.mfile} (its manifest line was removed, or a seal was "
+                "interrupted before writing it: reopening the writer completes that seal)"
+            )
+            self.err("manifest", file, why, None, first)
+        self.chain(file, rows, records)
+        self.columns(file, table, rows, records)
+        if e is not None:
+            self.against_manifest(file, mline, e, data, records)
+        self.runs(seq, mline, e, records)
+
+    def runs(
+        self, seq: int, mline: int, e: ManifestEntry | None, records: list[Outcome | None]
+    ) -> None:
+        """The runs side file: its sha256 as listed, and its rows as the records say."""
+        rpath = runs_path_of(self.root, self.worker, seq)
+        file = rel(self.root, rpath)
+        at = f"{self.mfile}:{mline}"
+        try:
+            data = rpath.read_bytes()
+        except FileNotFoundError:
+            if e is not None and e.runs_sha256 is not None:
+                why = f"runs file listed at {at} is missing (deleted)"
+                self.err("deleted", file, why, None, e.first_seq)
+            return
+        first = e.first_seq if e is not None else None
+        listed = e.runs_sha256 if e is not None else None
+        if listed is not None and hashlib.sha256(data).hexdigest() != listed:
+            why = f"runs file sha256 does not match {at}'s runs_sha256 (runs file rewritten)"
+            self.err("manifest", file, why, None, first)
+        try:
+            same = pq.read_table(pa.BufferReader(data)).equals(runs_table(records))
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            same = False
+        if not same:
+            why = "runs file does not match the segment's records (one row per HookRun)"
+            self.err("edited", file, why, None, first)
+
+    def against_manifest(
+        self, file: str, mline: int, e: ManifestEntry, data: bytes, records: list[Outcome | None]
+    ) -> None:
+        at = f"{self.mfile}:{mline}"
+        short = len(records) < e.count
+        if len(records) != e.count:
+            kind: ErrorKind = "truncated" if short else "edited"
+            self.err(kind, file, f"{len(records)} records, {at} says {e.count}", len(records))
+        if hashlib.sha256(data).hexdigest() != e.sha256:
+            kind = "truncated" if short else "edited"
+            self.err(kind, file, f"file sha256 does not match {at} (segment rewritten)")
+        good = [r for r in records if r is not None]
+        actual = (good[0].seq, good[-1].seq, good[-1].hash) if good else (0, 0, "")
+        if actual != (e.first_seq, e.last_seq, e.head):
+            why = "seq range or head hash does not match the segment"
+            self.err("manifest", self.mfile, why, mline, e.first_seq)
+        kpath = keys_path(self.root, self.worker, e.seq)
+        if kpath.exists():
+            kdata = kpath.read_bytes()
+            if kdata != keys_of(records) or hashlib.sha256(kdata).hexdigest() != e.keys_sha256:
+                why = "keys index does not match the segment's records"
+                self.err("edited", rel(self.root, kpath), why)
+
+    def columns(
+        self, file: str, table: Any, rows: list[tuple[int, bytes]], records: list[Outcome | None]
+    ) -> None:
+        """The flat query columns must say what the records say."""
+        expected = segment_table([r for _, r in rows], records)
+        for name, typ, _ in COLUMNS:
+            if name not in table.column_names:
+                if name in BASE_NAMES:  # the extra columns are absent from older segments
+                    self.err("edited", file, f"column {name!r} missing")
+                continue
+            col = table.column(name)
+            if col.type == typ and col.equals(expected.column(name)):
+                continue
+            got, want = col.to_pylist(), expected.column(name).to_pylist()
+            pairs = zip(got, want, strict=False)
+            i = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(got), len(want)))
+            rec = records[i] if i < len(records) else None
+            a, b = (got[i] if i < len(got) else None), (want[i] if i < len(want) else None)
+            why = f"column {name!r} is {a!r} but the record says {b!r} (column edited)"
+            self.err("edited", file, why, i + 1, rec.seq if rec else None)
+
+    def active(self, path: Path) -> None:
+        file = rel(self.root, path)
+        self.report.active += 1
+        rows: list[tuple[int, bytes]] = []
+        marks: list[tuple[int, int, bytes]] = []  # (line, records before it, the batch line)
+        torn: tuple[int, bytes] | None = None
+        for n, raw, complete in jsonl_lines(path):
+            if not complete:
+                torn = (n, raw)
+            elif is_batch_line(raw):
+                marks.append((n, len(rows), raw))
+            else:
+                rows.append((n, raw))
+        records = decode_all([r for _, r in rows])
+        self.chain(file, rows, records)
+        if self.key is not None:
+            self.batches(file, rows, records, marks)
+        if torn is not None:
+            why = (
+                f"torn last line ({len(torn[1])} bytes, no newline): segment truncated after "
+                f"record seq {self.next_seq - 1}"
+            )
+            self.err("truncated", file, why, torn[0])
+        for aside in sorted(path.parent.glob(path.name + ".torn-*")):
+            self.notes.append(f"{rel(self.root, aside)}: a torn line set aside after a crash")
+        for aside in sorted(path.parent.glob(path.name + ".unsigned-*")):
+            self.notes.append(
+                f"{rel(self.root, aside)}: records without a valid batch hmac, set aside by "
+                "the writer (a crash mid-batch, or records appended by another writer)"
+            )
+
+    def batches(
+        self,
+        file: str,
+        rows: list[tuple[int, bytes]],
+        records: list[Outcome | None],
+        marks: list[tuple[int, int, bytes]],
+    ) -> None:
+        """With a key: each batch line signs the chain head before it; no record is unsigned."""
+        assert self.key is not None
+        signed = 0  # records covered by a valid batch line
+        for n, before, raw in marks:
+            try:
+                mark = decode_batch(raw)
+            except msgspec.DecodeError as exc:
+                self.err("corrupt", file, f"unreadable batch line: {exc}", n)
+                continue
+            want = batch_hmac(self.key, mark.worker, mark.last_seq, mark.head)
+            last = next((r for r in reversed(records[:before]) if r is not None), None)
+            if mark.worker != self.worker or not hmac.compare_digest(mark.hmac, want):
+                self.err("hmac", file, "bad batch hmac (batch line forged or edited)", n)
+            elif last is None or (last.seq, last.hash) != (mark.last_seq, mark.head):
+                why = "batch hmac does not sign the chain head before it (records re-hashed)"
+                self.err("hmac", file, why, n, mark.last_seq)
+            else:
+                signed = before
+        if signed < len(rows):
+            rec = next((r for r in records[signed:] if r is not None), None)
+            why = (
+                f"{len(rows) - signed} record(s) not signed by the log key (appended by "
+                "another writer, or a batch torn by a crash: reopening the writer sets them "
+                "aside)"
+            )
+            self.err("hmac", file, why, rows[signed][0], rec.seq if rec else None)
+
+    def leftover(self, path: Path, sealed: Path | None) -> None:
+        file = rel(self.root, path)
+        lines = [raw for _, raw, done in jsonl_lines(path) if done and not is_batch_line(raw)]
+        try:
+            same = sealed is not None and lines == [raw for _, raw in parquet_lines(sealed)]
+        except (OSError, ValueError, pa.ArrowException):
+            same = False
+        if same:
+            self.notes.append(
+                f"{file}: left over from a seal; the writer removes it at its next open"
+            )
+        else:
+            self.err("edited", file, "active segment differs from its sealed copy of the same seq")
+
+    def chain(
+        self, file: str, rows: list[tuple[int, bytes]], records: list[Outcome | None]
+    ) -> None:
+        """Each record's own hash, then its link to the one before (seq and prev_hash)."""
+        seen: set[int] = set()
+        present = {r.seq for r in records if r is not None}
+        for (n, raw), rec in zip(rows, records, strict=True):
+            if rec is None:
+                self.err("corrupt", file, f"unreadable record: {decode_error(raw)}", n)
+                self.resync = True
+                continue
+            self.report.records += 1
+            seen.add(rec.seq)
+            if recompute_hash(raw, rec) != rec.hash:
+                self.err("edited", file, "hash mismatch (record edited)", n, rec.seq)
+            want = self.next_seq
+            if self.resync:
+                pass
+            elif rec.seq < want or (rec.seq > want and want in present and want not in seen):
+                why = f"seq {rec.seq} where {want} was expected (records reordered)"
+                self.err("reordered", file, why, n, rec.seq)
+            elif rec.seq > want:
+                span = f"{want}" if rec.seq == want + 1 else f"{want}..{rec.seq - 1}"
+                self.err(
+                    "removed", file, f"record seq {span} missing before it (removed)", n, rec.seq
+                )
+            elif rec.prev_hash != self.prev:
+                why = (
+                    f"prev_hash is not record seq {want - 1}'s hash "
+                    "(a record before it was removed or replaced)"
+                )
+                self.err("removed", file, why, n, rec.seq)
+            self.prev, self.next_seq, self.resync = rec.hash, rec.seq + 1, False
