@@ -32,72 +32,17 @@ def data_dir_option(f: F) -> F:
 
 
 def connection_options(f: F) -> F:
-    """--nats, --creds, --user, --password, --tls-ca, --prefix (shared by NATS commands)."""
-    opts = [
-        click.option(
-            "--nats",
-            "nats_url",
-            envvar="HOOKAUDIT_NATS_URL",
-            default=None,
-            help="NATS URL(s), comma-separated (env HOOKAUDIT_NATS_URL). Default: the "
-            "embedded server recorded in --data-dir.",
-        ),
-        click.option(
-            "--creds", type=click.Path(dir_okay=False), default=None, help="NATS credentials file."
-        ),
-        click.option(
-            "--nkey",
-            "nkey_seed",
-            type=click.Path(dir_okay=False),
-            default=None,
-            help="NATS nkey seed file.",
-        ),
-        click.option("--user", default=None, help="NATS user."),
-        click.option(
-            "--password",
-            envvar="HOOKAUDIT_NATS_PASSWORD",
-            default=None,
-            help="NATS password (env HOOKAUDIT_NATS_PASSWORD).",
-        ),
-        click.option(
-            "--tls-ca",
-            type=click.Path(dir_okay=False),
-            default=None,
-            help="CA bundle to verify a TLS NATS server.",
-        ),
-        click.option(
-            "--prefix",
-            default="",
-            hidden=True,
-            help="Stream/subject prefix (tests run side by side with it).",
-        ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+    """The shared NATS connection flags (`ingest.natsopts.nats_options`)."""
+    from ingest.natsopts import nats_options
+
+    return nats_options(f)
 
 
-def build_connect(
-    data_dir: Path,
-    nats_url: str | None,
-    creds: str | None,
-    nkey_seed: str | None,
-    user: str | None,
-    password: str | None,
-    tls_ca: str | None,
-) -> Any:
-    from ingest.embedded import resolve_url
-    from ingest.nats import ConnectOptions, split_urls
+def build_connect(data_dir: Path, args: Any, role: str, **kw: Any) -> Any:
+    """`ingest.natsopts.connect_options` for a command: `args` is a `NatsArgs`."""
+    from ingest.natsopts import connect_options
 
-    url = resolve_url(nats_url, data_dir)
-    return ConnectOptions(
-        servers=split_urls(url),
-        creds=creds,
-        nkey_seed=nkey_seed,
-        user=user,
-        password=password,
-        tls_ca=tls_ca,
-    )
+    return connect_options(args, data_dir, role, **kw)  # type: ignore[arg-type]
 
 
 def fail(message: str) -> None:
@@ -119,23 +64,34 @@ def nats_group() -> None:
 
 @nats_group.command("up")
 @data_dir_option
-@click.option("--port", type=int, default=None, help="Port (default: a free loopback port).")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Port (default: the one it last ran on, else a free loopback port).",
+)
 def nats_up(data_dir: Path | None, port: int | None) -> None:
     """Start the embedded JetStream server for --data-dir (idempotent) and provision streams.
+
+    The server refuses anonymous clients: each hookaudit command connects with its
+    role's nkey from <data-dir>/nats/auth/ (see `hookaudit nats creds`). A restart
+    comes back on the same port.
 
     \b
     Example:
       hookaudit nats up --data-dir ./data
     """
     from ingest.embedded import start_embedded
-    from ingest.nats import ConnectOptions, provision
+    from ingest.nats import provision
+    from ingest.natsopts import NatsArgs, connect_options
 
     d = data_dir or default_data_dir()
     try:
         server = start_embedded(d, port=port)
 
         async def _provision() -> None:
-            nc = await ConnectOptions(servers=(server.url,)).connect()
+            co = connect_options(NatsArgs(nats_url=server.url), d, "worker")
+            nc = await co.connect()
             try:
                 await provision(nc.jetstream())
             finally:
@@ -166,16 +122,7 @@ def nats_down(data_dir: Path | None) -> None:
 @nats_group.command("status")
 @data_dir_option
 @connection_options
-def nats_status(
-    data_dir: Path | None,
-    nats_url: str | None,
-    creds: str | None,
-    nkey_seed: str | None,
-    user: str | None,
-    password: str | None,
-    tls_ca: str | None,
-    prefix: str,
-) -> None:
+def nats_status(data_dir: Path | None, **kw: Any) -> None:
     """Show the server, streams and consumers as JSON; exit 1 when NATS is unreachable.
 
     \b
@@ -184,13 +131,15 @@ def nats_status(
     """
     from ingest.embedded import embedded_status
     from ingest.nats import names
+    from ingest.natsopts import NatsArgs
 
+    args = NatsArgs.pop(kw)
     d = data_dir or default_data_dir()
     out: dict[str, Any] = {"embedded": embedded_status(d)}
-    n = names(prefix)
+    n = names(args.prefix)
 
     async def _status() -> None:
-        co = build_connect(d, nats_url, creds, nkey_seed, user, password, tls_ca)
+        co = build_connect(d, args, "analyst")
         nc = await co.connect()
         try:
             js = nc.jetstream()
@@ -284,15 +233,16 @@ def nats_status(
     help="Seal the active log segment past this age (seconds).",
 )
 @click.option("-v", "--verbose", is_flag=True)
+@click.option(
+    "--reply-key",
+    envvar="HOOKAUDIT_REPLY_KEY",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="nkey seed that signs decisions (env HOOKAUDIT_REPLY_KEY). Default: "
+    "<data-dir>/nats/auth/reply.nk, created on first use; emitters trust its reply.pub.",
+)
 def worker_cmd(
     data_dir: Path | None,
-    nats_url: str | None,
-    creds: str | None,
-    nkey_seed: str | None,
-    user: str | None,
-    password: str | None,
-    tls_ca: str | None,
-    prefix: str,
     settings_specs: tuple[str, ...],
     posture: str | None,
     profile: str,
@@ -303,6 +253,8 @@ def worker_cmd(
     max_segment_mb: int,
     max_segment_age: float,
     verbose: bool,
+    reply_key: str | None,
+    **kw: Any,
 ) -> None:
     """Consume hook events, evaluate them, append outcomes to the log, ack, and answer.
 
@@ -316,7 +268,11 @@ def worker_cmd(
     """
     from engine.sources import parse_scoped
     from ingest.nats import names
+    from ingest.natsopts import NatsArgs
+    from ingest.replysig import Signer, ensure_reply_key
     from ingest.worker import Worker, install_signals
+
+    args = NatsArgs.pop(kw)
 
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
@@ -328,12 +284,15 @@ def worker_cmd(
         from engine.sources import load_sources
 
         load_sources([parse_scoped(s) for s in settings_specs])  # bad settings first, clearly
-        co = build_connect(d, nats_url, creds, nkey_seed, user, password, tls_ca)
+        # A worker is a service: it reconnects for as long as NATS is away.
+        co = build_connect(d, args, "worker", max_reconnect=-1)
+        signer = Signer.from_file(Path(reply_key) if reply_key else ensure_reply_key(d))
         w = Worker(
             data_dir=d,
             settings=[parse_scoped(s) for s in settings_specs],
             connect=co,
-            names=names(prefix),
+            names=names(args.prefix),
+            signer=signer,
             posture=posture,  # type: ignore[arg-type]
             profile=profile,  # type: ignore[arg-type]
             name=name,

@@ -20,73 +20,37 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _target_options(f: F) -> F:
-    """--data-dir, --nats, credentials, TLS (as ingest.cli.connection_options), for emit and flush."""
-    for opt in reversed(
-        [
-            click.option(
-                "--data-dir",
-                type=click.Path(file_okay=False, path_type=Path),
-                envvar="HOOKAUDIT_DATA_DIR",
-                help="Where the spool, rejects and embedded NATS live (env HOOKAUDIT_DATA_DIR; "
-                "default ~/.local/share/hookaudit).",
-            ),
-            click.option(
-                "--nats",
-                "nats_url",
-                envvar="HOOKAUDIT_NATS_URL",
-                metavar="URL[,URL…]",
-                help="NATS server(s). Default: the embedded server of the data dir.",
-            ),
-            click.option(
-                "--prefix",
-                default="",
-                hidden=True,
-                help="Stream/subject prefix (tests run side by side with it).",
-            ),
-            click.option(
-                "--creds",
-                envvar="HOOKAUDIT_NATS_CREDS",
-                metavar="FILE",
-                help="NATS credentials file.",
-            ),
-            click.option(
-                "--nkey",
-                "nkey_seed",
-                envvar="HOOKAUDIT_NATS_NKEY",
-                metavar="FILE",
-                help="NATS nkey seed file.",
-            ),
-            click.option("--user", envvar="HOOKAUDIT_NATS_USER", help="NATS user."),
-            click.option(
-                "--password",
-                envvar="HOOKAUDIT_NATS_PASSWORD",
-                help="NATS password (prefer $HOOKAUDIT_NATS_PASSWORD).",
-            ),
-            click.option(
-                "--tls-ca",
-                envvar="HOOKAUDIT_NATS_TLS_CA",
-                metavar="FILE",
-                help="CA bundle to verify the NATS server's certificate.",
-            ),
-        ]
-    ):
-        f = opt(f)
-    return f
+    """--data-dir and the shared NATS connection flags (`ingest.natsopts.nats_options`)."""
+    from ingest.natsopts import nats_options
+
+    f = nats_options(f)
+    return click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="HOOKAUDIT_DATA_DIR",
+        help="Where the spool, rejects and embedded NATS live (env HOOKAUDIT_DATA_DIR; "
+        "default ~/.local/share/hookaudit).",
+    )(f)
 
 
 def _target(kw: dict[str, Any]) -> Any:
     from ingest.emit import Target
+    from ingest.natsopts import NatsArgs
     from ingest.protocol import default_data_dir
 
+    a = NatsArgs.pop(kw)
     return Target(
-        data_dir=kw["data_dir"] or default_data_dir(),
-        nats_url=kw["nats_url"] or None,
-        prefix=kw["prefix"] or "",
-        creds=kw["creds"],
-        nkey_seed=kw["nkey_seed"],
-        user=kw["user"],
-        password=kw["password"],
-        tls_ca=kw["tls_ca"],
+        data_dir=kw.pop("data_dir", None) or default_data_dir(),
+        nats_url=a.nats_url,
+        prefix=a.prefix,
+        creds=a.creds,
+        nkey_seed=a.nkey_seed,
+        user=a.user,
+        password=a.password,
+        tls_ca=a.tls_ca,
+        tls_cert=a.tls_cert,
+        tls_key=a.tls_key,
+        worker_key=kw.pop("worker_key", None) or None,
     )
 
 
@@ -140,6 +104,14 @@ class _HookCommand(click.Command):
     show_default=True,
     help="When no decision can be had (timeout, NATS down, bad input): open lets "
     "the action proceed; closed denies PreToolUse and blocks other blockable events.",
+)
+@click.option(
+    "--worker-key",
+    envvar="HOOKAUDIT_WORKER_KEY",
+    default=None,
+    metavar="U…[,U…]",
+    help="With --wait: public key(s) whose signed decisions are accepted (env "
+    "HOOKAUDIT_WORKER_KEY). Default: <data-dir>/nats/auth/reply.pub.",
 )
 def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
     """Publish the hook event on stdin to NATS (a Claude Code command hook).

@@ -8,6 +8,7 @@ import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -74,6 +75,14 @@ __all__ = ["serve_cmd"]
     help="Create the streams at start if missing (off when the NATS account may not).",
 )
 @click.option(
+    "--worker-key",
+    envvar="HOOKAUDIT_WORKER_KEY",
+    default=None,
+    metavar="U…[,U…]",
+    help="Public key(s) whose signed decisions are accepted (env HOOKAUDIT_WORKER_KEY). "
+    "Default: <data-dir>/nats/auth/reply.pub.",
+)
+@click.option(
     "-v",
     "--verbose",
     is_flag=True,
@@ -81,13 +90,6 @@ __all__ = ["serve_cmd"]
 )
 def serve_cmd(
     data_dir: Path | None,
-    nats_url: str | None,
-    creds: str | None,
-    nkey_seed: str | None,
-    user: str | None,
-    password: str | None,
-    tls_ca: str | None,
-    prefix: str,
     listen: str,
     token: str | None,
     timeout: float,
@@ -96,6 +98,8 @@ def serve_cmd(
     max_pending: int,
     provision: bool,
     verbose: bool,
+    worker_key: str | None,
+    **kw: Any,
 ) -> None:
     """HTTP gateway for Claude Code http hooks: POST the hook input, get the decision.
 
@@ -128,7 +132,12 @@ def serve_cmd(
       HOOKAUDIT_SERVE_TOKEN=s3cret hookaudit serve --data-dir ./data --fail closed
     """
     from ingest.nats import names
+    from ingest.natsopts import NatsArgs
+    from ingest.replysig import trusted_verifier
     from ingest.serve import HttpServer, ServeOptions, check_listen, parse_listen
+
+    args = NatsArgs.pop(kw)
+    d = data_dir or default_data_dir()
 
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
@@ -148,7 +157,7 @@ def serve_cmd(
     options = ServeOptions(
         host=host,
         port=port,
-        names=names(prefix),
+        names=names(args.prefix),
         timeout=timeout,
         fail="closed" if fail_mode == "closed" else "open",
         max_body=max_body,
@@ -158,12 +167,15 @@ def serve_cmd(
     )
 
     async def _run() -> None:
-        connect = build_connect(
-            data_dir or default_data_dir(), nats_url, creds, nkey_seed, user, password, tls_ca
-        )
         # A gateway outlives NATS outages: it answers with --fail meanwhile, /healthz says
         # 503, and it reconnects by itself instead of giving up after a minute or two.
-        server = HttpServer(options, replace(connect, max_reconnect=-1))
+        connect = build_connect(d, args, "emitter", name="hookaudit-serve", max_reconnect=-1)
+        opts = options
+        if connect.nkey_seed is not None and args.nkey_seed is None:
+            # The embedded server's emitter role may not provision: `nats up` did.
+            opts = replace(options, provision=False)
+        opts = replace(opts, verifier=trusted_verifier(worker_key, d))
+        server = HttpServer(opts, connect)
         await server.start()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

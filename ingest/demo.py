@@ -26,8 +26,10 @@ import msgspec
 from engine.records import encode_msgpack, new_event
 from ingest.embedded import start_embedded, stop_embedded
 from ingest.log import iter_outcomes, verify
-from ingest.nats import ConnectOptions, event_subject, names, provision
+from ingest.nats import event_subject, names, provision
+from ingest.natsopts import NatsArgs, connect_options
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
+from ingest.replysig import Signer, ensure_reply_key
 from ingest.samples import sessions
 from ingest.worker import Worker
 
@@ -98,11 +100,16 @@ async def run_demo(
     started = time.perf_counter()
     server = start_embedded(d)
     try:
-        co = ConnectOptions(servers=(server.url,))
-        nc = await co.connect()
+        co = connect_options(NatsArgs(nats_url=server.url), d, "worker")
+        admin = await co.connect()
+        try:
+            await provision(admin.jetstream())
+        finally:
+            await admin.close()
+        # The sessions play as an agent would: with the emitter role's key.
+        nc = await connect_options(NatsArgs(nats_url=server.url), d, "emitter").connect()
         try:
             js = nc.jetstream()
-            await provision(js)
             n = names()
             worker = Worker(
                 data_dir=d,
@@ -111,6 +118,7 @@ async def run_demo(
                 names=n,
                 name="demo-1",
                 workdir=str(d),
+                signer=Signer.from_file(ensure_reply_key(d)),
             )
             worker_task = asyncio.create_task(worker.run())
             by_session: dict[str, list[dict[str, Any]]] = {}

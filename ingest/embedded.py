@@ -10,10 +10,16 @@ Layout, all under ``<data_dir>/nats/``::
     server.json            {"url", "pid", "port", "store", "started", "log"} of the live server
     nats-server.pid        written by the server (--pid)
     nats-server_<pid>.ports   written by the server while it runs (--ports_file_dir)
+    port                   the port it last ran on: `nats up` comes back on it
+    auth/<role>.nk         nkey seeds of the roles (ingest.natsauth), reply.nk/.pub
     lock                   flock held while starting or stopping
 
-The server picks its own free port (``-p -1``) and reports it in the ports file, so there
-is no window between choosing a port and binding it for another process to take it.
+The first start lets the server pick a free port (``-p -1``; it reports it in the ports
+file, so no other process can take it in between) and remembers it: a restart binds the
+same port, so clients that reconnect find the server where they left it. Only if another
+process took that port meanwhile does the server move (clients follow `server.json`).
+The data dir and ``nats/`` are 0700, ``server.json``, the config and the seeds 0600,
+whatever the umask. Anonymous clients are refused; each role has its own nkey.
 
 Example:
     >>> srv = start_embedded(Path("/tmp/ha"))  # doctest: +SKIP
@@ -28,9 +34,7 @@ import fcntl
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import sysconfig
 import time
@@ -40,7 +44,11 @@ from pathlib import Path
 
 import msgspec
 
-from engine.errors import Unavailable
+from engine.errors import SettingsError, Unavailable
+from ingest.natsauth import authorization_block, ensure_role_keys, write_private
+from ingest.procs import cmdline as _cmdline
+from ingest.procs import terminate as _terminate
+from ingest.replysig import ensure_reply_key
 
 __all__ = [
     "ENV_DATA_DIR",
@@ -49,6 +57,7 @@ __all__ = [
     "EmbeddedServer",
     "embedded_status",
     "find_nats_server",
+    "live_server",
     "resolve_url",
     "start_embedded",
     "stop_embedded",
@@ -72,6 +81,7 @@ class EmbeddedServer(msgspec.Struct, frozen=True, kw_only=True):
     store: str
     started: str
     log: str = ""
+    auth: bool = False  # role nkeys required (records written before roles: anonymous)
 
 
 _decode_record = msgspec.json.Decoder(EmbeddedServer)
@@ -114,11 +124,27 @@ def _nats_dir(data_dir: Path) -> Path:
     return Path(data_dir).resolve() / "nats"
 
 
+def _private_dirs(ndir: Path) -> None:
+    """Create the data dir and ``nats/`` 0700 (whatever the umask), or say why not in a line."""
+    data_dir = ndir.parent
+    try:
+        if not data_dir.exists():
+            data_dir.mkdir(mode=0o700, parents=True)
+            os.chmod(data_dir, 0o700)
+        ndir.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(ndir, 0o700)
+    except OSError as e:
+        raise Unavailable(
+            f"data dir {data_dir}: cannot create {e.filename or ndir}: {e.strerror}"
+        ) from e
+
+
 @contextlib.contextmanager
 def _locked(ndir: Path) -> Iterator[None]:
     """Serialise start and stop for one data dir across processes."""
-    ndir.mkdir(parents=True, exist_ok=True)
-    with open(ndir / "lock", "a+b") as f:  # O_CLOEXEC: the server never inherits it
+    _private_dirs(ndir)
+    fd = os.open(ndir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    with open(fd, "a+b") as f:  # O_CLOEXEC: the server never inherits it
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -134,49 +160,27 @@ def _read_record(ndir: Path) -> EmbeddedServer | None:
 
 
 def _write_record(ndir: Path, server: EmbeddedServer) -> None:
-    tmp = ndir / "server.json.tmp"
-    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(server)) + b"\n")
-    os.replace(tmp, ndir / "server.json")
+    write_private(ndir / "server.json", msgspec.json.format(msgspec.json.encode(server)) + b"\n")
+    write_private(ndir / "port", f"{server.port}\n".encode())
 
 
-def _reap(pid: int, wait: float = 0.0) -> None:
-    """Collect `pid` if it is our exited child, so it does not linger as a zombie.
-
-    With `wait`, keep trying that long: a process seen exiting (empty cmdline, state
-    X) becomes reapable a moment later.
-    """
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return  # not our child (or already collected)
-        if done or time.monotonic() >= deadline:
-            return
-        time.sleep(0.005)
-
-
-def _cmdline(pid: int) -> list[str] | None:
-    """`pid`'s argv, or None if there is no such live (non-zombie) process."""
-    _reap(pid)
-    proc = Path(f"/proc/{pid}")
-    if Path("/proc/self").exists():
-        try:
-            # The state follows the parenthesised command name, which may hold spaces.
-            if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                _reap(pid)  # it died since the first look: collect it if it is ours
-                return None
-            raw = (proc / "cmdline").read_bytes()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            return None
-        return [a.decode(errors="replace") for a in raw.split(b"\0") if a] or None
-    ps = subprocess.run(
-        ["ps", "-o", "stat=,command=", "-p", str(pid)], capture_output=True, text=True, check=False
-    )
-    fields = ps.stdout.split()
-    if ps.returncode != 0 or len(fields) < 2 or fields[0].startswith("Z"):
+def _remembered_port(ndir: Path) -> int | None:
+    try:
+        port = int((ndir / "port").read_text().strip())
+    except (OSError, ValueError):
         return None
-    return fields[1:]
+    return port if 0 < port < 65536 else None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        # As nats-server binds: connections of the last run in TIME_WAIT do not hold it.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((_HOST, port))
+        except OSError:
+            return False
+    return True
 
 
 def _is_our_server(pid: int, store: str) -> bool:
@@ -202,6 +206,16 @@ def _log_tail(log: Path, offset: int, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
 
 
+def _fatal_line(log: Path, offset: int) -> str:
+    """The server's own reason for stopping (its last [FTL]/[ERR] line), without the banner."""
+    lines = _log_tail(log, offset, lines=200).splitlines()
+    for marker in ("[FTL]", "[ERR]"):
+        for line in reversed(lines):
+            if marker in line:
+                return line.split(marker, 1)[1].strip()
+    return lines[-1].strip() if lines else "(no log)"
+
+
 def _accepts(port: int, timeout: float = 0.2) -> bool:
     try:
         with socket.create_connection((_HOST, port), timeout=timeout):
@@ -221,7 +235,7 @@ def _spawn(argv: list[str], log: Path) -> int:
         dict(os.environ),
         file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
+            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
             (os.POSIX_SPAWN_DUP2, 1, 2),
         ],
         setsid=True,
@@ -237,7 +251,8 @@ def _wait_ready(pid: int, ndir: Path, log: Path, offset: int, timeout: float) ->
         if done:
             code = os.waitstatus_to_exitcode(status)
             raise Unavailable(
-                f"{_BINARY} exited with {code} while starting; {log}:\n{_log_tail(log, offset)}"
+                f"{_BINARY} exited with {code} while starting: {_fatal_line(log, offset)} "
+                f"(full log: {log})"
             )
         ready = _READY_LINE in _log_tail(log, offset, lines=1000)
         if ready and ports_file.exists():
@@ -256,26 +271,16 @@ def _wait_ready(pid: int, ndir: Path, log: Path, offset: int, timeout: float) ->
         time.sleep(0.02)
 
 
-def _terminate(pid: int, grace: float) -> None:
-    """SIGTERM `pid`, then SIGKILL after `grace` seconds; return once it is gone."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if _cmdline(pid) is None:
-                _reap(pid, wait=1.0)
-                return
-            time.sleep(0.02)
-    raise Unavailable(f"{_BINARY} (pid {pid}) survived SIGKILL")
-
-
 def start_embedded(
-    data_dir: Path, *, port: int | None = None, timeout: float = 10.0
+    data_dir: Path, *, port: int | None = None, timeout: float = 10.0, auth: bool = True
 ) -> EmbeddedServer:
     """Start the data dir's nats-server (JetStream on, loopback only), or return the live one.
 
-    `port` pins the port (a restart keeps its URL); by default the server picks a free one.
+    `port` pins the port; by default the port it last ran on, else a free one. A live
+    server on another port than `port` is an error (stop it first). `auth` (the
+    default) refuses anonymous clients and gives each role of `ingest.natsauth` its
+    own nkey; ``auth=False`` runs an open server, like a self-managed one without
+    accounts (the test suite's shared server).
 
     Example:
         >>> start_embedded(Path("/tmp/ha")).url  # doctest: +SKIP
@@ -285,7 +290,20 @@ def start_embedded(
     with _locked(ndir):
         live = _live(ndir)
         if live is not None:
+            if port is not None and port != live.port:
+                raise SettingsError(
+                    "",
+                    "--port",
+                    f"{port}: the embedded server of {ndir.parent} is already running on port "
+                    f"{live.port}; run `hookaudit nats down` first to move it",
+                )
             return live
+        if port is not None and not _port_free(port):
+            raise Unavailable(f"port {port} on {_HOST} is in use by another process")
+        if port is None:
+            remembered = _remembered_port(ndir)
+            if remembered is not None and _port_free(remembered):
+                port = remembered
         binary = find_nats_server()
         store = ndir / "store"
         log = ndir / "nats-server.log"
@@ -293,7 +311,11 @@ def start_embedded(
         conf = ndir / "nats-server.conf"
         # Hook events may be up to 8 MiB (engine.run.MAX_EVENT_BYTES); the server's
         # default max_payload is 1 MiB.
-        conf.write_text("max_payload: 9437184\n")
+        text = "max_payload: 9437184\n"
+        if auth:
+            ensure_reply_key(ndir.parent)
+            text += authorization_block(ensure_role_keys(ndir.parent))
+        write_private(conf, text.encode())
         argv = [
             binary, "-c", str(conf), "-js", "-sd", str(store), "-a", _HOST,
             "-p", str(port if port is not None else -1),
@@ -312,6 +334,7 @@ def start_embedded(
             store=str(store),
             started=datetime.now(UTC).isoformat(timespec="seconds"),
             log=str(log),
+            auth=auth,
         )
         _write_record(ndir, server)
         return server
@@ -374,3 +397,13 @@ def resolve_url(nats_url: str | None, data_dir: Path | None) -> str:
             f"run `hookaudit nats up --data-dir {where}`, or pass --nats URL"
         )
     return live.url
+
+
+def live_server(data_dir: Path) -> EmbeddedServer | None:
+    """The record of the data dir's running server, or None (checked against its PID).
+
+    Example:
+        >>> live_server(Path("/nonexistent")) is None
+        True
+    """
+    return _live(_nats_dir(data_dir))

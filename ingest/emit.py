@@ -37,11 +37,14 @@ from engine.errors import HookauditError, InvalidEvent, Unavailable
 from engine.events import is_known, spec
 from engine.payload import MAX_EVENT_BYTES, parse_payload
 from engine.records import HookEvent, Outcome, encode_json, encode_msgpack, new_event, uuid7
-from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
+from ingest.natsopts import NatsArgs
+from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply
 from ingest.spool import FlushReport, Sent, Spool, has_pending
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
+
+    from ingest.replysig import Verifier
 
 __all__ = [
     "MAX_EVENT_BYTES",
@@ -225,8 +228,25 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
     user: str | None = None
     password: str | None = None
     tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    #: Public key(s) of the workers whose signed replies decide (else the data dir's).
+    worker_key: str | None = None
     connect_timeout: float = 2.0
     publish_timeout: float = 2.0
+
+    def nats_args(self) -> NatsArgs:
+        return NatsArgs(
+            nats_url=self.nats_url,
+            creds=self.creds,
+            nkey_seed=self.nkey_seed,
+            user=self.user,
+            password=self.password,
+            tls_ca=self.tls_ca,
+            tls_cert=self.tls_cert,
+            tls_key=self.tls_key,
+            prefix=self.prefix,
+        )
 
 
 class EmitOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -331,7 +351,7 @@ async def _deliver(event: HookEvent, opts: EmitOptions, spool: Spool) -> Result:
             reply_to = None
             if opts.wait:
                 reply_to = nc.new_inbox()
-                sub = await nc.subscribe(reply_to, max_msgs=1)  # before publishing
+                sub = await nc.subscribe(reply_to)  # before publishing
             try:
                 sent = await publish(event, reply_to=reply_to)
             except HookauditError as e:
@@ -365,23 +385,58 @@ def _too_big(event: HookEvent, opts: EmitOptions, spool: Spool, why: str) -> Res
     return Result("rejected", stderr=f"hookaudit emit: {reason}")
 
 
-async def _await_decision(event: HookEvent, opts: EmitOptions, sub: Any) -> Result:
+async def _next_reply(event: HookEvent, sub: Any, verifier: Verifier | None) -> Reply | str:
+    """The first reply on the inbox that a trusted worker signed for this event.
+
+    With a trusted key, anything else (unsigned, forged, a PubAck sent here by another
+    publisher, a reply for another event) is skipped: only the deadline ends the wait.
+    Without one, the first message is the answer, as before replies were signed.
+    """
     import nats.errors
 
+    skipped = ""
+    while True:
+        try:
+            msg = await sub.next_msg(timeout=None)
+        except nats.errors.ConnectionClosedError:
+            return f"connection closed while waiting for event {event.id}{skipped}"
+        if verifier is not None and not verifier.verify(
+            msg.data, (msg.headers or {}).get(SIG_HEADER)
+        ):
+            skipped = "; ignored a reply not signed by a trusted worker"
+            continue
+        try:
+            reply = _reply_decoder().decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            if verifier is not None:
+                skipped = f"; ignored an undecodable signed reply: {e}"
+                continue
+            return f"undecodable reply for event {event.id}: {e}"
+        if verifier is not None and reply.event_id != event.id:
+            skipped = f"; ignored a signed reply for event {reply.event_id}"
+            continue
+        return reply
+
+
+async def _await_decision(event: HookEvent, opts: EmitOptions, sub: Any) -> Result:
+    from ingest.replysig import trusted_verifier
+
     try:
-        msg = await sub.next_msg(timeout=opts.timeout)
-    except (nats.errors.TimeoutError, nats.errors.ConnectionClosedError):
+        verifier = trusted_verifier(opts.target.worker_key, opts.target.data_dir)
+    except HookauditError as e:
+        return fail_result(event.event, opts.fail, f"no decision: {e}", status="no-decision")
+    try:
+        got = await asyncio.wait_for(_next_reply(event, sub, verifier), opts.timeout)
+    except TimeoutError:
         return fail_result(
             event.event,
             opts.fail,
             f"no decision arrived within {opts.timeout:g}s for {event.event} event {event.id}",
             status="no-decision",
         )
-    try:
-        reply = _reply_decoder().decode(msg.data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        why = f"undecodable reply for event {event.id}: {e}"
-        return fail_result(event.event, opts.fail, why, status="no-decision")
+    if isinstance(got, str):
+        return fail_result(event.event, opts.fail, got, status="no-decision")
+    reply = got
     if reply.event_id != event.id or reply.error is not None or reply.outcome is None:
         why = reply.error or f"reply for event {reply.event_id!r} carries no outcome"
         return fail_result(
@@ -415,23 +470,19 @@ def _quiet_nats_logs() -> None:
 
 
 async def _connect(t: Target) -> Client:
-    from ingest.embedded import resolve_url
-    from ingest.nats import connect
+    from ingest.natsopts import connect_options
 
-    url = resolve_url(t.nats_url, t.data_dir)
-    return await connect(
-        url,
-        creds=t.creds,
-        nkey_seed=t.nkey_seed,
-        user=t.user,
-        password=t.password,
-        tls_ca=t.tls_ca,
+    co = connect_options(
+        t.nats_args(),
+        t.data_dir,
+        "emitter",
         name="hookaudit-emit",
         connect_timeout=t.connect_timeout,
         # A short-lived process: one quick reconnect, then fail over to the spool.
         max_reconnect=1,
         reconnect_wait=0.1,
     )
+    return await co.connect()
 
 
 class Publisher:

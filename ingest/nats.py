@@ -210,6 +210,9 @@ class ConnectOptions:
     connect_timeout: float = 2.0
     max_reconnect: int = 60
     reconnect_wait: float = 2.0
+    #: The data dir of an embedded server to follow: each reconnect attempt reads its
+    #: server.json, so a client finds the server again if it came back on another port.
+    follow: Path | None = None
 
     async def connect(self) -> Client:
         """Connect, or raise `Unavailable` naming the servers and why.
@@ -228,6 +231,8 @@ class ConnectOptions:
                 first_errors.append(_describe(exc))
 
         nc = Client()
+        if self.follow is not None:
+            kwargs["reconnect_to_server_handler"] = _follower(nc, self.follow, self.reconnect_wait)
         try:
             await nc.connect(error_cb=on_error, **kwargs)
         except (OSError, nats.errors.Error) as e:
@@ -299,9 +304,40 @@ class ConnectOptions:
         return ctx
 
 
+def _follower(nc: Client, data_dir: Path, wait: float) -> Any:
+    """A nats-py reconnect handler that moves to where the data dir's server now listens."""
+    from urllib.parse import urlparse
+
+    from nats.aio.client import Server, Srv
+
+    from ingest.embedded import live_server
+
+    def choose(servers: list[Server], info: dict[str, Any]) -> tuple[Server | None, float]:
+        live = live_server(data_dir)
+        if live is None:
+            return None, wait  # down: keep trying the last address
+        uri = urlparse(live.url)
+        pool = nc._server_pool  # nats-py has no public way to add a server to the pool
+        if not any(s.uri.netloc == uri.netloc for s in pool):
+            _log.warning("NATS server of %s moved to %s: following it", data_dir, live.url)
+            pool.append(Srv(uri=uri))
+        return Server(uri=uri), 0.0 if not any(
+            s.uri.netloc == uri.netloc for s in servers
+        ) else wait
+
+    return choose
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, nats.errors.NoServersError):
         return "no server answered"
+    if (
+        isinstance(exc, nats.errors.AuthorizationError)
+        or "authorization violation" in str(exc).lower()
+    ):
+        return "authorization violation: the server refused these credentials (none given?)"
+    if "permissions violation" in str(exc).lower():
+        return f"permission denied: {str(exc).strip().removeprefix('nats: ')}"
     if isinstance(exc, TimeoutError) and not str(exc):
         return "timed out waiting for the server's INFO (is it a NATS server?)"
     text = str(exc).strip() or type(exc).__name__

@@ -5,8 +5,12 @@ Rules of this file:
   `hookaudit emit` can import it cheaply.
 - An event is published on ``<prefix>hooks.events.<Event>`` as msgpack(HookEvent) with
   ``Nats-Msg-Id`` = the event id (JetStream drops a re-send inside the duplicate window).
-- An emitter that waits for the decision sets ``Hookaudit-Reply`` to an inbox subject.
-  The worker publishes msgpack(Reply) there **after** the outcome is durably appended.
+- An emitter that waits for the decision sets ``Hookaudit-Reply`` to an inbox subject
+  (``_INBOX.…``; the worker answers no other subject, see `reply_subject_ok`).
+  The worker publishes msgpack(Reply) there **after** the outcome is durably appended,
+  with ``Hookaudit-Sig`` = base64 ed25519 signature of those bytes (`ingest.replysig`).
+  An emitter that knows the worker's key accepts only a verifying reply naming its own
+  event id, and ignores anything else arriving on its inbox.
 - Outcomes are published on ``<prefix>hooks.outcomes.<Event>.<decision>`` with
   ``Nats-Msg-Id`` = the idempotency key ``<event id>:<settings_id>:<replay_id>``.
 
@@ -28,13 +32,19 @@ from ingest.log.lines import idempotency_key
 __all__ = [
     "MSG_ID",
     "REPLY_HEADER",
+    "SIG_HEADER",
     "Reply",
     "default_data_dir",
     "idempotency_key",
+    "reply_subject_ok",
 ]
 
 MSG_ID = "Nats-Msg-Id"
 REPLY_HEADER = "Hookaudit-Reply"
+SIG_HEADER = "Hookaudit-Sig"
+
+_INBOX = "_INBOX."
+_MAX_SUBJECT = 256
 
 
 class Reply(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,6 +53,26 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     event_id: str
     outcome: Outcome | None = None
     error: str | None = None
+
+
+def reply_subject_ok(subject: str) -> bool:
+    """True if a worker may publish a Reply to `subject`: an ``_INBOX.`` subject, no wildcard.
+
+    The header comes from whoever published the event; without this check it could point
+    the worker (which may publish outcomes and call the JetStream API) anywhere.
+
+    Example:
+        >>> reply_subject_ok("_INBOX.abc.1"), reply_subject_ok("$JS.API.STREAM.DELETE.X")
+        (True, False)
+    """
+    return (
+        subject.startswith(_INBOX)
+        and len(subject) <= _MAX_SUBJECT
+        and subject.isascii()
+        and not any(c in subject for c in "*> \t\r\n")
+        and ".." not in subject
+        and not subject.endswith(".")
+    )
 
 
 def default_data_dir() -> Path:

@@ -62,7 +62,8 @@ from engine.events import CATALOG
 from engine.records import HookEvent, Outcome, encode_msgpack, new_event
 from engine.run import parse_payload
 from ingest.nats import ConnectOptions, Names, event_subject, provision
-from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
+from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply
+from ingest.replysig import Verifier
 
 __all__ = [
     "Gateway",
@@ -304,6 +305,8 @@ class ServeOptions:
     max_pending: int = 1024
     token: str | None = None
     provision: bool = True
+    #: Trusted worker keys: only a reply signed by one of them decides (None: unsigned ok).
+    verifier: Verifier | None = None
 
     def __post_init__(self) -> None:
         check_listen(self.host, self.token)
@@ -330,9 +333,16 @@ class Gateway:
     """
 
     def __init__(
-        self, nc: Client, names: Names, *, timeout: float = 10.0, max_pending: int = 1024
+        self,
+        nc: Client,
+        names: Names,
+        *,
+        timeout: float = 10.0,
+        max_pending: int = 1024,
+        verifier: Verifier | None = None,
     ) -> None:
         self.nc = nc
+        self.verifier = verifier
         self.js = nc.jetstream()
         self.names = names
         self.timeout = timeout
@@ -364,6 +374,11 @@ class Gateway:
         fut = self.pending.get(key)
         if fut is None or fut.done():
             _log.info("late or unknown reply on %s ignored", msg.subject)
+            return
+        if self.verifier is not None and not self.verifier.verify(
+            msg.data, (msg.headers or {}).get(SIG_HEADER)
+        ):
+            _log.warning("reply for event %s not signed by a trusted worker: ignored", key)
             return
         try:
             reply = _reply_decoder.decode(msg.data)
@@ -617,7 +632,11 @@ class HttpServer:
             if opts.provision:
                 await provision(nc.jetstream(), prefix=opts.names.prefix)
             self.gateway = Gateway(
-                nc, opts.names, timeout=opts.timeout, max_pending=opts.max_pending
+                nc,
+                opts.names,
+                timeout=opts.timeout,
+                max_pending=opts.max_pending,
+                verifier=opts.verifier,
             )
             await self.gateway.start()
         except BaseException:

@@ -38,8 +38,9 @@ from engine.run import Engine
 from engine.sources import Effective, load_sources
 from ingest.log import LogWriter, idempotency_key
 from ingest.nats import ConnectOptions, Names, outcome_subject, provision
-from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
+from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply, reply_subject_ok
 from ingest.pull import Puller
+from ingest.replysig import Signer
 
 __all__ = ["Worker", "WorkerStats"]
 
@@ -135,6 +136,7 @@ class Worker:
         max_segment_bytes: int = 64 * 1024 * 1024,
         max_segment_age: float = 3600.0,
         on_batch: Callable[[WorkerStats], None] | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.specs = list(settings)
@@ -151,6 +153,7 @@ class Worker:
         self.max_segment_bytes = max_segment_bytes
         self.max_segment_age = max_segment_age
         self.on_batch = on_batch
+        self.signer = signer
         self.stats = WorkerStats()
         self.stopping = asyncio.Event()
         self.eff: Effective = load_sources(self.specs)
@@ -288,10 +291,19 @@ class Worker:
         for (msg, ev), o in zip(events, final, strict=True):
             reply = (msg.headers or {}).get(REPLY_HEADER)
             if reply:
-                await nc.publish(reply, encode_msgpack(Reply(event_id=ev.id, outcome=o)))
-                self.stats.replies += 1
+                await self._answer(nc, reply, Reply(event_id=ev.id, outcome=o))
         self.stats.appended += len(stored)
         return events, final
+
+    async def _answer(self, nc: Any, subject: str, reply: Reply) -> None:
+        """Publish a signed Reply to the emitter's inbox (and nowhere else)."""
+        if not reply_subject_ok(subject):
+            _log.warning("event %s: reply subject %.80r refused", reply.event_id, subject)
+            return
+        data = encode_msgpack(reply)
+        headers = None if self.signer is None else {SIG_HEADER: self.signer.sign(data)}
+        await nc.publish(subject, data, headers=headers)
+        self.stats.replies += 1
 
     async def _publish_and_ack(
         self,

@@ -32,7 +32,9 @@ class NatsServer:
     store: Path = Path()
 
     def start(self) -> None:
-        srv = embedded.start_embedded(self.data_dir, port=self.port or None)
+        # An open server, like a self-managed one without accounts: the suite shares it
+        # by prefix. The embedded default (roles, no anonymous) is tested in tests/security.
+        srv = embedded.start_embedded(self.data_dir, port=self.port or None, auth=False)
         self.url, self.pid, self.port, self.store = srv.url, srv.pid, srv.port, Path(srv.store)
 
     def stop(self) -> None:

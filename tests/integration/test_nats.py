@@ -81,10 +81,21 @@ def test_stop_never_signals_a_pid_that_is_not_our_server(tmp_path: Path) -> None
     assert not (ndir / "server.json").exists()
 
 
-def test_start_failure_quotes_the_log(tmp_path: Path, nats_server: NatsServer) -> None:
-    with pytest.raises(Unavailable, match=r"exited .* while starting[\s\S]*nats-server\.log"):
+def test_start_on_a_taken_port_says_so_in_one_line(tmp_path: Path, nats_server: NatsServer) -> None:
+    with pytest.raises(Unavailable, match=rf"^port {nats_server.port} on 127.0.0.1 is in use") as e:
         embedded.start_embedded(tmp_path, port=nats_server.port)  # port already taken
+    assert "\n" not in str(e.value)
     assert embedded.embedded_status(tmp_path) is None
+
+
+def test_start_failure_names_the_servers_reason_not_its_banner(tmp_path: Path) -> None:
+    (tmp_path / "nats").mkdir()
+    (tmp_path / "nats" / "store").write_text("not a directory")  # JetStream cannot start
+    with pytest.raises(
+        Unavailable, match=r"exited .* while starting: .*\(full log: .*nats-server\.log\)"
+    ) as e:
+        embedded.start_embedded(tmp_path)
+    assert "\n" not in str(e.value) and "Starting nats-server" not in str(e.value)
 
 
 def test_find_nats_server_explains_a_bad_override(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,216 @@
+"""NATS roles, their permissions and their credentials (nkeys), for the embedded server and yours.
+
+Rules of this file:
+- One table of roles (`ROLES`): the embedded server's config, `infra/nats/accounts.conf` and
+  `hookaudit nats keys` are all rendered from it, so they cannot drift apart.
+- Credentials are nkey seed files, one per role, mode 0600 in a 0700 directory, whatever the
+  umask. Seeds never leave the data dir; only public keys go into a server config.
+- No NATS client import: `emit` reads its role's seed path from here cheaply.
+
+Roles (default names; the embedded server uses no prefix):
+
+========  ==============================================================================
+emitter   publish hook events; receive replies on ``_INBOX.>`` (PubAcks, decisions). No
+          JetStream API: cannot read, purge or delete a stream, nor publish to an inbox.
+worker    consume HOOK_EVENTS, publish outcomes and replies, provision the streams. May
+          not purge or delete a stream or its messages.
+siem      read HOOK_OUTCOMES through a durable consumer of its own, and ack it.
+analyst   read-only: stream and consumer info, message get. Used by `nats status`.
+========  ==============================================================================
+
+Example:
+    >>> sorted(ROLES)
+    ['analyst', 'emitter', 'siem', 'worker']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "ROLES",
+    "Role",
+    "auth_dir",
+    "authorization_block",
+    "ensure_role_keys",
+    "new_seed",
+    "public_key",
+    "role_credentials",
+    "write_private",
+]
+
+Role = Literal["emitter", "worker", "siem", "analyst"]
+
+_EV, _OUT = "HOOK_EVENTS", "HOOK_OUTCOMES"
+_NO_DESTROY = [
+    "$JS.API.STREAM.PURGE.>",
+    "$JS.API.STREAM.DELETE.>",
+    "$JS.API.STREAM.MSG.DELETE.>",
+]
+
+#: role -> NATS permissions (the nats-server `permissions` block).
+ROLES: dict[str, dict[str, dict[str, list[str]]]] = {
+    "emitter": {
+        "publish": {"allow": ["hooks.events.>"]},
+        "subscribe": {"allow": ["_INBOX.>"]},
+    },
+    "worker": {
+        "publish": {
+            "allow": [
+                "$JS.API.>",
+                f"$JS.ACK.{_EV}.>",
+                "hooks.outcomes.>",
+                "_INBOX.>",
+            ],
+            "deny": _NO_DESTROY,
+        },
+        "subscribe": {"allow": ["_INBOX.>"]},
+    },
+    "siem": {
+        "publish": {
+            "allow": [
+                "$JS.API.INFO",
+                f"$JS.API.STREAM.INFO.{_OUT}",
+                f"$JS.API.CONSUMER.CREATE.{_OUT}.>",
+                f"$JS.API.CONSUMER.DURABLE.CREATE.{_OUT}.>",
+                f"$JS.API.CONSUMER.INFO.{_OUT}.>",
+                f"$JS.API.CONSUMER.MSG.NEXT.{_OUT}.>",
+                f"$JS.ACK.{_OUT}.>",
+            ]
+        },
+        "subscribe": {"allow": ["_INBOX.>"]},
+    },
+    "analyst": {
+        "publish": {
+            "allow": [
+                "$JS.API.INFO",
+                "$JS.API.STREAM.NAMES",
+                "$JS.API.STREAM.LIST",
+                "$JS.API.STREAM.INFO.*",
+                "$JS.API.STREAM.MSG.GET.*",
+                "$JS.API.DIRECT.GET.>",
+                "$JS.API.CONSUMER.NAMES.*",
+                "$JS.API.CONSUMER.LIST.*",
+                "$JS.API.CONSUMER.INFO.*.*",
+            ]
+        },
+        "subscribe": {"allow": ["_INBOX.>"]},
+    },
+}
+
+_SEED_SUFFIX = ".nk"
+
+
+def auth_dir(data_dir: Path) -> Path:
+    """Where the embedded server's credentials live: ``<data_dir>/nats/auth``.
+
+    Example:
+        >>> auth_dir(Path("/d")).as_posix()
+        '/d/nats/auth'
+    """
+    return Path(data_dir).resolve() / "nats" / "auth"
+
+
+def role_credentials(data_dir: Path, role: Role) -> Path | None:
+    """The nkey seed file of `role` for the data dir's embedded server, or None if it has none.
+
+    This is how a command (or the SIEM forwarder: ``role_credentials(d, "siem")``) finds
+    its credentials: pass the path as ``ConnectOptions(nkey_seed=...)`` / ``--nkey``.
+
+    Example:
+        >>> role_credentials(Path("/tmp/ha"), "siem")  # doctest: +SKIP
+        PosixPath('/tmp/ha/nats/auth/siem.nk')
+    """
+    path = auth_dir(data_dir) / f"{role}{_SEED_SUFFIX}"
+    return path if path.is_file() else None
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically with mode 0600, whatever the umask.
+
+    Example:
+        >>> write_private(Path("/tmp/ha/x"), b"secret")  # doctest: +SKIP
+    """
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and parents) and make it 0700, whatever the umask."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def new_seed() -> bytes:
+    """A fresh nkey user seed (``SU...``).
+
+    Example:
+        >>> new_seed()[:2]
+        b'SU'
+    """
+    import nkeys
+
+    return bytes(nkeys.encode_seed(secrets.token_bytes(32), nkeys.PREFIX_BYTE_USER))
+
+
+def public_key(seed: bytes) -> str:
+    """The public key (``U...``) of an nkey seed.
+
+    Example:
+        >>> public_key(new_seed())[:1]
+        'U'
+    """
+    import nkeys
+
+    return bytes(nkeys.from_seed(bytearray(seed.strip())).public_key).decode()
+
+
+def ensure_role_keys(data_dir: Path) -> dict[str, str]:
+    """Create any missing role seed (0600) under `auth_dir`; return role -> public key.
+
+    Example:
+        >>> ensure_role_keys(Path("/tmp/ha"))["emitter"][:1]  # doctest: +SKIP
+        'U'
+    """
+    d = private_dir(auth_dir(data_dir))
+    keys: dict[str, str] = {}
+    for role in ROLES:
+        path = d / f"{role}{_SEED_SUFFIX}"
+        if not path.is_file():
+            write_private(path, new_seed() + b"\n")
+        else:
+            os.chmod(path, 0o600)
+        keys[role] = public_key(path.read_bytes())
+    return keys
+
+
+def authorization_block(keys: dict[str, str]) -> str:
+    """The nats-server ``authorization`` block giving each role's public key its permissions.
+
+    No user without a key and no ``no_auth_user``: anonymous clients are refused.
+
+    Example:
+        >>> "authorization" in authorization_block({r: "U" + "A" * 55 for r in ROLES})
+        True
+    """
+    lines = ["authorization {", "  users: ["]
+    for role, perms in ROLES.items():
+        lines.append(f"    # {role}")
+        body = json.dumps({"nkey": keys[role], "permissions": perms}, indent=None)
+        lines.append(f"    {body}")
+    lines += ["  ]", "}"]
+    return "\n".join(lines) + "\n"
