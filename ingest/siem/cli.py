@@ -96,12 +96,21 @@ def _nats_options(f: Any) -> Any:
 
 
 def _connect(d: Path, o: dict[str, Any]) -> Any:
-    from ingest.cli import build_connect
+    """The siem role's connection (`ingest.natsopts`): its key from the data dir by default."""
+    from ingest.natsopts import ENV, NatsArgs, connect_options
 
-    co = build_connect(
-        d, o["nats_url"], o["creds"], o["nkey_seed"], o["user"], o["password"], o["nats_tls_ca"]
+    args = NatsArgs(
+        nats_url=o["nats_url"],
+        creds=o["creds"],
+        nkey_seed=o["nkey_seed"] or os.environ.get(ENV["nkey_seed"]) or None,
+        user=o["user"] or os.environ.get(ENV["user"]) or None,
+        password=o["password"],
+        tls_ca=o["nats_tls_ca"] or os.environ.get(ENV["tls_ca"]) or None,
+        tls_cert=os.environ.get(ENV["tls_cert"]) or None,
+        tls_key=os.environ.get(ENV["tls_key"]) or None,
+        prefix=o.get("prefix") or "",
     )
-    return co
+    return connect_options(args, d, "siem")
 
 
 @click.group("siem", invoke_without_command=True)
