@@ -100,6 +100,7 @@ def _merge(results: list[JobResult]) -> JobResult:
             out.last_us = r.last_us if out.last_us is None else max(out.last_us, r.last_us)
         out.stored.update(r.stored)
         out.sandbox = out.sandbox or r.sandbox
+        out.read.update(r.read)
         out.spawned += r.spawned
     return out
 

@@ -9,7 +9,10 @@ Schema ``hookaudit.replay/1`` (`hookaudit replay --format json`; also kept in
     digest                    "sha256:<hex>" over `inputs`: equal inputs give equal digests
     inputs                    selection, events (count, first, last), chains (per worker: seq
                               and hash of the last selected record, which commits to every
-                              record before it), candidate/baseline settings ids and python
+                              record before it), read (segments read and the sha256 over
+                              each one's name and the sha256 of every byte of it read:
+                              an edited record changes it, re-hashed or not),
+                              candidate/baseline settings ids and python
                               hook code hashes, engine_version, policy (reuse, exec, llm,
                               posture)
     candidate                 {settings_id, files}
@@ -129,6 +132,18 @@ def digest(inputs: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
+def read_digest(read: Mapping[str, str]) -> dict[str, Any]:
+    """What the replay read: how many segments, and the sha256 over each one's name and the
+    sha256 of all its bytes as read (so an edited record, even one whose hash was left as it
+    was, changes the digest).
+
+    >>> read_digest({})["segments"]
+    0
+    """
+    lines = "".join(f"{name} {sha}\n" for name, sha in sorted(read.items()))
+    return {"segments": len(read), "sha256": hashlib.sha256(lines.encode()).hexdigest()}
+
+
 def _inputs(req: Request, r: JobResult, cand: Effective, base: Effective | None) -> dict[str, Any]:
     return {
         "selection": req.selection.describe(),
@@ -138,6 +153,7 @@ def _inputs(req: Request, r: JobResult, cand: Effective, base: Effective | None)
             "last": _iso(r.last_us),
         },
         "chains": {w: {"seq": p.seq, "hash": p.hash} for w, p in sorted(r.chains.items())},
+        "read": read_digest(r.read),
         "candidate": {"settings_id": cand.settings_id, "code": code_hashes(cand)},
         "baseline": (
             "recorded"

@@ -66,3 +66,4 @@ class JobResult:
     stored: dict[str, list[bytes]] = field(default_factory=dict)  # event id -> outcomes
     sandbox: str | None = None
     spawned: int = 0
+    read: dict[str, str] = field(default_factory=dict)  # segment name -> sha256 of its bytes

@@ -363,7 +363,13 @@ class Job:
         try:
             self.answers.warm_up(self.cand, self.base)
             for n, sel in enumerate(
-                select(req.data_dir, req.selection, segs=self.segs, skip=self.skip)
+                select(
+                    req.data_dir,
+                    req.selection,
+                    segs=self.segs,
+                    skip=self.skip,
+                    digests=self.result.read,
+                )
             ):
                 if not n & 16383 and n and request.PROGRESS is not None:
                     request.PROGRESS.value += 16384

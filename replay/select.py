@@ -36,6 +36,7 @@ import msgspec
 from engine.records import ENGINE_VERSION, HookEvent, HookRun, Outcome, payload_dict
 from ingest.log import Segment, iter_raw_lines, segments
 from ingest.log.lines import HEAD_TS
+from ingest.log.reader import hashed_lines
 from ingest.log.scan import sealed_rows
 
 __all__ = [
@@ -268,12 +269,21 @@ def _iso(text: bytes) -> datetime | None:
 
 
 def _active_rows(
-    seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
+    seg: Segment,
+    sel: Selection,
+    skip: frozenset[int],
+    span: tuple[int, int] | None,
+    digests: dict[str, str] | None,
 ) -> Iterator[bytes]:
     only_time = sel.session is None and not sel.event and sel.ids is None
     everything = only_time and sel.since is None and sel.until is None
     lo, hi = span if span is not None else (1, float("inf"))
-    for n, raw in iter_raw_lines(seg):
+    lines: Iterable[tuple[int, bytes]]
+    if digests is None:
+        lines = iter_raw_lines(seg)
+    else:
+        digests[seg.name], lines = hashed_lines(seg)
+    for n, raw in lines:
         if n in skip or not lo <= n < hi:
             continue
         if everything:  # no filter to apply before `select` decodes the record
@@ -304,6 +314,7 @@ def select(
     *,
     segs: Iterable[Segment | Piece] | None = None,
     skip: Mapping[str, frozenset[int]] | None = None,
+    digests: dict[str, str] | None = None,
 ) -> Iterator[Selected]:
     """The baseline records a replay job evaluates, once per event id, in log order.
 
@@ -311,6 +322,8 @@ def select(
     `skip` then names the
     rows (segment name -> row numbers from 1) that are later copies of an event stored
     twice (`replay.parts.duplicates`). Without `skip`, the copies are found while reading.
+    `digests` receives, per segment name, the sha256 of every byte of it that was read,
+    for each segment a record was selected from (the replay digest's `read`).
 
     Example:
         >>> [s.base.event.id for s in select(tempfile.mkdtemp(), Selection(session="s1"))]
@@ -321,7 +334,9 @@ def select(
     for item in segments(data_dir) if segs is None else segs:
         seg, span = (item.segment, (item.lo, item.hi)) if isinstance(item, Piece) else (item, None)
         hidden = skip.get(seg.name, _NONE) if skip is not None else _NONE
-        for rows in _records(seg, sel, hidden, span):
+        here: dict[str, str] | None = None if digests is None else {}
+        hit = False
+        for rows in _records(seg, sel, hidden, span, here):
             for raw in rows:  # one loop per record, no generator between: hot
                 try:
                     base = decode(raw)
@@ -334,17 +349,24 @@ def select(
                     if base.event.id in seen:
                         continue
                     seen.add(base.event.id)
+                hit = True
                 yield Selected(raw, base)
+        if hit and here:  # a segment counts in the digest when a record of it was replayed
+            digests.update(here)  # type: ignore[union-attr]  # here is set iff digests is
 
 
 def _records(
-    seg: Segment, sel: Selection, skip: frozenset[int], span: tuple[int, int] | None
+    seg: Segment,
+    sel: Selection,
+    skip: frozenset[int],
+    span: tuple[int, int] | None,
+    digests: dict[str, str] | None,
 ) -> Iterator[Iterable[bytes | memoryview]]:
     """The records of a segment to decode: a list of views per slice of a sealed row
     group (`ingest.log.scan`), or the lines of a segment read line by line."""
-    batches = sealed_rows(seg, sel, skip, span) if seg.kind == "sealed" else None
+    batches = sealed_rows(seg, sel, skip, span, digests) if seg.kind == "sealed" else None
     if batches is None:
-        yield _active_rows(seg, sel, skip, span)
+        yield _active_rows(seg, sel, skip, span, digests)
         return
     for data, off, indices in batches:
         yield [data[off[i] : off[i + 1]] for i in indices]

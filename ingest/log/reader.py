@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -35,6 +36,7 @@ __all__ = [
     "ActiveData",
     "OnCorrupt",
     "active_data",
+    "hashed_lines",
     "iter_outcomes",
     "iter_raw_lines",
     "jsonl_lines",
@@ -136,6 +138,22 @@ def active_data(seg: Segment) -> ActiveData | None:
             spans.append((n, pos, nl))
         pos = nl + 1
     return ActiveData(data, spans, whole)
+
+
+def hashed_lines(seg: Segment) -> tuple[str, list[tuple[int, bytes]]]:
+    """The sha256 of every byte of a segment as read now, and its records as `iter_raw_lines`
+    gives them, both from one read (an active segment: up to its last newline).
+
+    Example:
+        >>> digest, lines = hashed_lines(segments(data_dir)[0])
+    """
+    got = active_data(seg) if seg.kind == "active" else None
+    if got is not None:
+        data = got.data
+        return hashlib.sha256(data).hexdigest(), [(n, data[a:b]) for n, a, b in got.spans]
+    path = sealed_copy(seg).path
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest, list(parquet_lines(path))
 
 
 def _warn_corrupt(file: str, line: int, reason: str) -> None:

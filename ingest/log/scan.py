@@ -11,6 +11,8 @@ Rules of this file:
 - A segment without flat columns gets None: the caller reads it line by line.
 - The filter is any `RowFilter` (replay's `Selection`): the log knows no replay type.
 - `estimated_rows` and `has_columns` answer from a Parquet footer, for planning reads.
+- A reader that wants to say what it read (replay's digest) passes `digests`: the sha256
+  of every byte of each segment it read, taken from the very bytes it parses.
 - Nothing here writes.
 
 Example:
@@ -23,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
@@ -160,15 +163,30 @@ class Batch(NamedTuple):
 
 
 def sealed_rows(
-    seg: Segment, sel: RowFilter, skip: frozenset[int], span: tuple[int, int] | None
+    seg: Segment,
+    sel: RowFilter,
+    skip: frozenset[int],
+    span: tuple[int, int] | None,
+    digests: dict[str, str] | None = None,
 ) -> Iterator[Batch] | None:
     """Batches of the records of a sealed segment (rows `span` of it, else all) that pass
     the filters, using its flat columns; None when the segment has no such columns (then
-    every record is decoded)."""
+    every record is decoded).
+
+    With `digests`, the file is mapped once, its sha256 stored under the segment's name,
+    and the records are read from exactly the bytes hashed (the compressed file: ~0.2 µs
+    a record)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(seg.path)
+        if digests is None:
+            pf = pq.ParquetFile(seg.path)
+        else:
+            with pa.memory_map(str(seg.path)) as mm:
+                buf = mm.read_buffer()
+            digests[seg.name] = hashlib.sha256(buf).hexdigest()
+            pf = pq.ParquetFile(pa.BufferReader(buf))
     except (OSError, ValueError):
         return None
     if not all(name in pf.schema_arrow.names for name in _FLAT):

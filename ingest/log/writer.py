@@ -40,7 +40,7 @@ from typing import NamedTuple, Self
 
 import msgspec
 
-from engine.errors import Unavailable
+from engine.errors import LogCorrupt, Unavailable
 from engine.records import Outcome
 from ingest.log.files import holder, lock, make_dirs, open_append, set_aside
 from ingest.log.layout import (
@@ -48,6 +48,7 @@ from ingest.log.layout import (
     SegmentKind,
     check_worker,
     lock_path,
+    rel,
     root,
     seg_path,
     seqs,
@@ -204,7 +205,15 @@ class LogWriter:
                 break
             good += len(raw) + 1
             if is_batch_line(raw):
-                if keyed and self._signs(raw, seq_head):
+                if keyed and not self._signs(raw, seq_head):
+                    # a crash tears a batch line, it never makes a wrong one: tampering
+                    raise LogCorrupt(
+                        rel(self._root, path),
+                        n,
+                        "bad batch hmac (records forged or re-hashed): the writer will not "
+                        "continue this chain; run hookaudit verify",
+                    )
+                if keyed:
                     signed = good
                     self._keys.update(keys)
                     keys.clear()
