@@ -7,7 +7,7 @@ records and nothing of NATS, the wire protocol or the CLI (a test checks it).
 
 Modules: `layout` (paths), `files` (durable private I/O, the writer's lock), `lines`
 (a record's bytes, hash, key, batch hmac), `reader`, `scan` (replay's fast sealed reader),
-`schema` (sealed columns), `manifest`, `seal`, `verifier`, `writer`, `dedup`. Names are
+`schema` (sealed columns), `manifest`, `seal`, `verifier` and `findings`, `writer`, `dedup`. Names are
 imported from their module on first use, so `hookaudit emit` (which needs only
 `ingest.log.lines`) never imports pyarrow.
 """
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         log_order,
         sql_copy,
     )
+    from ingest.log.findings import VerifyError, VerifyReport
     from ingest.log.layout import (
         Segment,
         SegmentKind,
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
         sealed_write_options,
         tool_input_values,
     )
-    from ingest.log.verifier import VerifyError, VerifyReport, verify
+    from ingest.log.verifier import verify
     from ingest.log.writer import (
         DEFAULT_MAX_AGE_S,
         DEFAULT_MAX_BYTES,
@@ -133,8 +134,8 @@ _WHERE = {
     "SEALED_EXTRA_COLUMNS": "ingest.log.schema",
     "Segment": "ingest.log.layout",
     "SegmentKind": "ingest.log.layout",
-    "VerifyError": "ingest.log.verifier",
-    "VerifyReport": "ingest.log.verifier",
+    "VerifyError": "ingest.log.findings",
+    "VerifyReport": "ingest.log.findings",
     "active_data": "ingest.log.reader",
     "env_key": "ingest.log.lines",
     "first_copies": "ingest.log.dedup",

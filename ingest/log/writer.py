@@ -11,6 +11,9 @@ Rules of this file:
   by another writer must not be signed into the chain). Nothing is ever dropped.
 - Nothing rewrites or deletes a record: the only files ever removed are an active segment
   whose sealed copy and manifest line are durable and identical, and `.tmp` leftovers.
+- One class over 400 lines on purpose: `LogWriter` is the chain's state (seq, head, keys,
+  segment size and age) and every method keeps one invariant of it; split, the invariant
+  would be spread over modules.
 - The dedup key is `ingest.log.lines.idempotency_key`; a key the worker stored once is
   never appended again by that worker (`ingest.log.dedup` says what readers keep across
   workers).
