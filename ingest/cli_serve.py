@@ -69,6 +69,44 @@ __all__ = ["serve_cmd"]
     help="Requests waiting for a decision at once; beyond that, the --fail answer.",
 )
 @click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0.01),
+    default=10.0,
+    show_default=True,
+    help="Seconds a client has to send a whole request head, from connecting (or from its "
+    "first byte after an idle period); then the connection is closed.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0.01),
+    default=10.0,
+    show_default=True,
+    help="Seconds a client has to send the body after the head, and to read the answer.",
+)
+@click.option(
+    "--keepalive-timeout",
+    type=click.FloatRange(min=0.01),
+    default=75.0,
+    show_default=True,
+    help="Seconds an idle keep-alive connection stays open (longer than Claude Code's 4 s).",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Open connections at once (lowered to fit the open-file limit). At the cap a new "
+    "connection closes the oldest idle one, else the oldest still sending its head; "
+    "with none of those it gets 503.",
+)
+@click.option(
+    "--max-header-bytes",
+    type=click.IntRange(min=1024),
+    default=16 * 1024,
+    show_default=True,
+    help="Largest request head (request line + headers) in bytes; larger ones get 431.",
+)
+@click.option(
     "--provision/--no-provision",
     default=True,
     show_default=True,
@@ -96,6 +134,11 @@ def serve_cmd(
     fail_mode: str,
     max_body: int,
     max_pending: int,
+    header_timeout: float,
+    body_timeout: float,
+    keepalive_timeout: float,
+    max_connections: int,
+    max_header_bytes: int,
     provision: bool,
     verbose: bool,
     worker_key: str | None,
@@ -131,6 +174,7 @@ def serve_cmd(
     Example:
       HOOKAUDIT_SERVE_TOKEN=s3cret hookaudit serve --data-dir ./data --fail closed
     """
+    from ingest.http1 import Limits
     from ingest.nats import names
     from ingest.natsopts import NatsArgs
     from ingest.replysig import trusted_verifier
@@ -164,6 +208,13 @@ def serve_cmd(
         max_pending=max_pending,
         token=token or None,
         provision=provision,
+        limits=Limits(
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            keepalive_timeout=keepalive_timeout,
+            max_connections=max_connections,
+            max_header_bytes=max_header_bytes,
+        ),
     )
 
     async def _run() -> None:

@@ -41,15 +41,13 @@ import hashlib
 import hmac
 import ipaddress
 import logging
-import math
 import socket
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import msgspec
 import nats.errors
-import uvicorn
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import errors as js_errors
@@ -61,6 +59,7 @@ from engine.errors import InvalidEvent, Unavailable
 from engine.events import CATALOG
 from engine.records import HookEvent, Outcome, encode_msgpack, new_event
 from engine.run import parse_payload
+from ingest.http1 import Http1Server, Limits, fd_ceiling
 from ingest.nats import ConnectOptions, Names, event_subject, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply
 from ingest.replysig import Verifier
@@ -307,6 +306,7 @@ class ServeOptions:
     provision: bool = True
     #: Trusted worker keys: only a reply signed by one of them decides (None: unsigned ok).
     verifier: Verifier | None = None
+    limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
         check_listen(self.host, self.token)
@@ -449,6 +449,7 @@ class ServeApp:
         self.options = options
         token = options.token
         self._token = hashlib.sha256(token.encode()).digest() if token else None
+        self.http_stats: Callable[[], dict[str, int]] | None = None  # set by HttpServer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -565,7 +566,10 @@ class ServeApp:
             return
         status = self.gateway.status
         ok = status == "connected"
-        body = _json_encoder.encode({"ok": ok, "nats": status})
+        report: dict[str, Any] = {"ok": ok, "nats": status}
+        if self.http_stats is not None:
+            report["http"] = self.http_stats()
+        body = _json_encoder.encode(report)
         await _respond(send, 200 if ok else 503, body)
 
 
@@ -583,15 +587,6 @@ async def _respond(
 # -- running it ------------------------------------------------------------------------
 
 
-class _Uvicorn(uvicorn.Server):
-    """uvicorn without its own signal handling: `HttpServer` closes NATS after the last
-    request, and uvicorn's handler would re-raise SIGTERM before that could happen."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP, not 0: accepted sockets inherit it, and asyncio sets TCP_NODELAY only
@@ -607,7 +602,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 class HttpServer:
-    """The whole gateway: the socket, the NATS connection, uvicorn. Start, then stop.
+    """The whole gateway: the socket, the NATS connection, the HTTP server. Start, then stop.
 
     Example:
         >>> async with HttpServer(ServeOptions(port=0), connect) as srv:  # doctest: +SKIP
@@ -620,8 +615,8 @@ class HttpServer:
         self.url = options.url
         self.gateway: Gateway | None = None
         self._nc: Client | None = None
-        self._uv: _Uvicorn | None = None
-        self._task: asyncio.Task[None] | None = None
+        self.http: Http1Server | None = None
+        self._stop: asyncio.Event | None = None
 
     async def start(self) -> str:
         """Bind, connect to NATS, provision, start serving; return the hooks URL."""
@@ -644,41 +639,39 @@ class HttpServer:
             if self._nc is not None:
                 await self._nc.close()
             raise
-        config = uvicorn.Config(
-            ServeApp(self.gateway, opts),
-            lifespan="off",
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            proxy_headers=False,  # X-Forwarded-For is not trusted: the peer is the peer
-            server_header=False,
-            ws="none",
-            # Longer than any client's idle timeout (undici: 4 s), so a client never sends
-            # on a connection the server is closing, which Claude Code would see as an error.
-            timeout_keep_alive=75,
-            timeout_graceful_shutdown=math.ceil(opts.timeout) + 5,
-        )
-        self._uv = _Uvicorn(config)
-        self._task = asyncio.create_task(self._uv.serve(sockets=[sock]))
-        while not self._uv.started:
-            if self._task.done():
-                self._task.result()
-                raise Unavailable(f"cannot serve on {opts.host}:{opts.port}")
-            await asyncio.sleep(0.01)
+        limits = opts.limits
+        cap = fd_ceiling(limits.max_connections)
+        if cap < limits.max_connections:
+            _log.warning(
+                "--max-connections %d lowered to %d (open-file limit)", limits.max_connections, cap
+            )
+            limits = replace(limits, max_connections=cap)
+        app = ServeApp(self.gateway, opts)
+        self.http = Http1Server(app, limits)
+        app.http_stats = self.http.stats
+        try:
+            await self.http.start(sock)
+        except OSError as exc:
+            sock.close()
+            await self._nc.close()
+            raise Unavailable(f"cannot serve on {opts.host}:{opts.port}: {exc}") from exc
+        self._stop = asyncio.Event()
         port = sock.getsockname()[1]
         self.url = _url(opts.host, port)
         return self.url
 
     def request_stop(self) -> None:
         """Stop accepting; requests in flight still get their answer (safe in a signal handler)."""
-        if self._uv is not None:
-            self._uv.should_exit = True
+        if self._stop is not None:
+            self._stop.set()
 
     async def wait(self) -> None:
         """Wait until serving ends, then close the inbox and drain NATS."""
         try:
-            if self._task is not None:
-                await self._task
+            if self._stop is not None and self.http is not None:
+                await self._stop.wait()
+                # Requests in flight wait at most --timeout for their decision.
+                await self.http.shutdown(grace=self.options.timeout + 5)
         finally:
             if self.gateway is not None:
                 await self.gateway.close()

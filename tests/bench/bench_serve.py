@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import platform
@@ -304,7 +303,7 @@ def main() -> None:
                 "benchmark": "serve",
                 "requests": args.requests,
                 "warmup": WARMUP,
-                "http_parser": "httptools" if importlib.util.find_spec("httptools") else "h11",
+                "http_parser": "h11 (ingest/http1.py)",
                 "python": platform.python_version(),
                 "machine": f"{platform.machine()}, {os.cpu_count()} cpu",
                 "load_average": [round(x, 2) for x in os.getloadavg()],
