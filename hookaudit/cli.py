@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -95,6 +96,42 @@ def root() -> None:
     """
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def main(argv: list[str] | None = None) -> Any:
-    """Console-script entry point."""
-    return root.main(args=argv if argv is not None else sys.argv[1:], prog_name="hookaudit")
+    """Console-script entry point: every error is one line on stderr, exit 1 or 2.
+
+    A usage error (bad option, bad value) is exit 2; a failure a command reports is exit 1;
+    an exception no command expected is one line naming it, exit 1
+    (``HOOKAUDIT_DEBUG=1`` shows its traceback instead).
+    """
+    args = argv if argv is not None else sys.argv[1:]
+    try:
+        rv = root.main(args=args, prog_name="hookaudit", standalone_mode=False)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "hookaudit"
+        click.echo(f"{where}: {_one_line(exc.format_message())} (see `{where} --help`)", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("hookaudit: aborted", err=True)
+        sys.exit(1)
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly; stdout can no longer be flushed
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except Exception as exc:
+        if os.environ.get("HOOKAUDIT_DEBUG"):
+            raise
+        cmd = " ".join(a for a in args[:2] if not a.startswith("-"))
+        click.echo(
+            f"hookaudit {cmd}: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+            "(HOOKAUDIT_DEBUG=1 shows the traceback)",
+            err=True,
+        )
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -43,6 +43,54 @@ def _replay(data_dir: Path, strict: Path) -> dict[str, Any]:
     return replay(req).report
 
 
+def _check_data_dir(data_dir: Path, live_reason: Any) -> None:
+    """Refuse a data dir in use (one line, exit 1); create a new one."""
+    if data_dir.exists() and not data_dir.is_dir():
+        _fail(f"--data-dir {data_dir}: not a directory")
+    if data_dir.is_dir():
+        why = live_reason(data_dir)
+        if why is not None:
+            _fail(
+                f"--data-dir {data_dir}: {why}; the demo would mix synthetic sessions into it "
+                "(give a new or empty directory)"
+            )
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe = data_dir / ".hookaudit-demo-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        _fail(f"--data-dir {data_dir}: cannot write there: {exc.strerror or exc}")
+
+
+def _expected_events(n_sessions: int, seed: int) -> int:
+    """How many events the sample sessions hold (the progress total; denials cut a few)."""
+    from ingest.samples import sessions
+
+    return sum(1 for _ in sessions(n_sessions, seed=seed))
+
+
+def _fail(message: str) -> None:
+    click.echo(f"hookaudit demo: {message}", err=True)
+    sys.exit(1)
+
+
+def _me() -> str:
+    """How to run this hookaudit again from here: a path when it is not on PATH."""
+    import os
+    import shutil
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "hookaudit"
+    if os.path.basename(argv0) in ("__main__.py", "-c", "-m"):
+        return f"{sys.executable} -m hookaudit"
+    found = shutil.which("hookaudit")
+    real = os.path.realpath(argv0) if os.sep in argv0 else (found or argv0)
+    if found and os.path.realpath(found) == os.path.realpath(real):
+        return "hookaudit"
+    rel = os.path.relpath(real)
+    return rel if not rel.startswith("..") else real
+
+
 @click.command("demo")
 @click.option(
     "--data-dir",
@@ -83,11 +131,19 @@ def demo_cmd(
       hookaudit demo
       hookaudit demo --sessions 100 --data-dir ./demo-data
     """
-    from ingest.demo import default_policy, run_demo
+    from ingest.demo import default_policy, live_reason, run_demo
+
+    if n_sessions < 1 or n_sessions > 100_000:
+        raise click.BadParameter("expected 1 to 100000", param_hint="--sessions")
+    if policy is not None and not policy.is_file():
+        raise click.BadParameter(f"{policy}: no such file", param_hint="--policy")
+    if data_dir is not None:
+        _check_data_dir(data_dir, live_reason)
+    total = _expected_events(n_sessions, seed)
 
     def progress(n: int) -> None:
         if fmt == "text" and sys.stderr.isatty():
-            click.echo(f"\r  published {n} events", nl=False, err=True)
+            click.echo(f"\r  published {n}/~{total} events", nl=False, err=True)
 
     strict = default_policy().with_name("strict.json")
     try:
@@ -154,10 +210,10 @@ def demo_cmd(
         f"{rep.get('changed')} would change ({trans}); "
         f"{rep.get('counterfactual', 0)} later events flagged counterfactual"
     )
+    me = _me()
     click.echo(f"log kept in {r.data_dir}; try:")
-    click.echo(f"  hookaudit query denied --data-dir {r.data_dir}")
-    click.echo(
-        f"  hookaudit replay --data-dir {r.data_dir} --settings project:{strict} "
-        "--format html --output replay.html"
-    )
+    click.echo(f"  export HOOKAUDIT_DATA_DIR={r.data_dir}")
+    click.echo(f"  {me} query denied")
+    click.echo(f'  {me} sql "SELECT decision, count(*) AS n FROM outcomes GROUP BY 1"')
+    click.echo(f"  {me} replay --settings project:{strict} --format html --output replay.html")
     sys.exit(0 if ok else 1)

@@ -101,6 +101,9 @@ def nats_up(data_dir: Path | None, port: int | None) -> None:
     except HookauditError as exc:
         fail(str(exc))
         return
+    except OSError as exc:
+        fail(f"--data-dir {d}: {exc.strerror or exc}")
+        return
     click.echo(json.dumps({"url": server.url, "pid": server.pid, "store": server.store}))
 
 
@@ -173,6 +176,7 @@ def nats_status(data_dir: Path | None, **kw: Any) -> None:
     except HookauditError as exc:
         out["error"] = str(exc)
         click.echo(json.dumps(out, indent=2))
+        click.echo(f"hookaudit nats status: {exc}", err=True)
         sys.exit(1)
     click.echo(json.dumps(out, indent=2))
 

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from engine.records import encode_msgpack, new_event
-from ingest.embedded import start_embedded, stop_embedded
+from ingest.embedded import embedded_status, start_embedded, stop_embedded
 from ingest.log import iter_outcomes, verify
 from ingest.nats import event_subject, names, provision
 from ingest.natsopts import NatsArgs, connect_options
@@ -33,7 +33,7 @@ from ingest.replysig import Signer, ensure_reply_key
 from ingest.samples import sessions
 from ingest.worker import Worker
 
-__all__ = ["DemoResult", "default_policy", "run_demo"]
+__all__ = ["DemoResult", "default_policy", "live_reason", "run_demo"]
 
 _reply_dec = msgspec.msgpack.Decoder(Reply)
 
@@ -42,6 +42,26 @@ def default_policy() -> Path:
     """The example policy shipped in ``infra/policies/security.json``."""
     here = Path(__file__).resolve().parent.parent / "infra" / "policies" / "security.json"
     return here
+
+
+def live_reason(data_dir: Path) -> str | None:
+    """Why `data_dir` is in use and the demo must not run there, or None when it may.
+
+    The demo plays synthetic sessions into the data dir's log: in a dir that holds a real
+    log, or beside a running server, it would mix them into real history.
+
+    Example:
+        >>> live_reason(Path(tempfile.mkdtemp()))  # an empty dir: free
+    """
+    status = embedded_status(data_dir)
+    if status is not None:
+        return f"a NATS server (pid {status.get('pid')}) is running for it"
+    from ingest.log import segments
+
+    found = segments(data_dir) if (data_dir / "log").is_dir() else []
+    if found or ((data_dir / "log").is_dir() and any((data_dir / "log").iterdir())):
+        return f"it holds a log ({len(found)} segment(s))"
+    return None
 
 
 @dataclass
@@ -98,7 +118,9 @@ async def run_demo(
     d = data_dir or Path(tempfile.mkdtemp(prefix="hookaudit-demo-"))
     result = DemoResult(data_dir=d)
     started = time.perf_counter()
+    before = embedded_status(d)
     server = start_embedded(d)
+    ours = before is None or before.get("pid") != server.pid  # never stop a server we found
     try:
         co = connect_options(NatsArgs(nats_url=server.url), d, "worker")
         admin = await co.connect()
@@ -147,7 +169,8 @@ async def run_demo(
             with contextlib.suppress(Exception):
                 await nc.close()
     finally:
-        stop_embedded(d)
+        if ours:
+            stop_embedded(d)
     for o in iter_outcomes(d):
         result.records += 1
         result.events[o.event.event] += 1

@@ -236,7 +236,10 @@ class Worker:
         finally:
             if self.writer is not None:
                 self.writer.close()
-            await nc.close()
+            try:
+                await nc.close()
+            except OSError as exc:  # NATS is down: nothing is left to flush to it
+                _log.warning("closing the NATS connection: %s", exc)
         return self.stats
 
     def stop(self) -> None:

@@ -138,7 +138,10 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     value = text.strip()
     m = _DURATION.match(value)
     if m:
-        return (now or datetime.now(UTC)) - timedelta(seconds=float(m[1]) * _UNITS[m[2]])
+        try:
+            return (now or datetime.now(UTC)) - timedelta(seconds=float(m[1]) * _UNITS[m[2]])
+        except (OverflowError, ValueError):
+            raise QueryError(f"bad time {text!r}: reaches back before the year 1") from None
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:

@@ -20,7 +20,7 @@ import click
 from ingest.cli import data_dir_option, fail
 from ingest.protocol import default_data_dir
 from queries.catalog import Catalog, NamedQuery, QueryError, bind_params, load_catalog
-from queries.output import output_options, write_result
+from queries.output import check_writable, output_options, write_result
 
 __all__ = ["query_cmd", "sql_cmd"]
 
@@ -40,6 +40,8 @@ def _open(data_dir: Path | None, database: str | None) -> Any:
     from queries.db import open_db
 
     d = data_dir or default_data_dir()
+    if database is not None and not Path(database).is_file():
+        fail(f"--database {database}: no such DuckDB file (it is opened read-only, never created)")
     skipped = 0
 
     def warn(file: str, line: int, reason: str) -> None:
@@ -63,6 +65,15 @@ def _open(data_dir: Path | None, database: str | None) -> Any:
             err=True,
         )
     return con
+
+
+def _check_output(fmt: str, output: Path | None) -> None:
+    """Refuse an output that cannot be written before the log is read."""
+    if fmt == "parquet" and output is None:
+        raise click.UsageError("--format parquet needs --output FILE")
+    problem = check_writable(output)
+    if problem is not None:
+        fail(problem)
 
 
 def _parse_params(items: tuple[str, ...]) -> dict[str, str]:
@@ -162,6 +173,7 @@ def query_cmd(
     """
     from queries.db import run_named
 
+    _check_output(fmt, output)
     catalog = load_catalog()
     if list_:
         write_result(_Listing(catalog), fmt, output, max_rows=max_rows)
@@ -222,6 +234,7 @@ def sql_cmd(
     """
     from queries.db import check_read_only, run_sql
 
+    _check_output(fmt, output)
     try:
         check_read_only(statement)  # refused before the log is read
         con = _open(data_dir, database)

@@ -752,7 +752,8 @@ def open_db(
     root = Path(data_dir)
     problems = _Problems(on_corrupt)
     try:
-        con = duckdb.connect(database or ":memory:")
+        # read_only: the file must exist and is never changed (temp views still work)
+        con = duckdb.connect(database, read_only=True) if database else duckdb.connect(":memory:")
         con.execute("SET TimeZone = 'UTC'")  # timestamps come back as UTC, whatever the host's
     except duckdb.Error as exc:
         raise QueryError(f"{database}: cannot open the DuckDB database: {exc}") from exc

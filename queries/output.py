@@ -31,7 +31,15 @@ from typing import IO, Any, Protocol, TypeVar
 import click
 import msgspec
 
-__all__ = ["FORMATS", "Rows", "output_options", "render_value", "write_result"]
+__all__ = [
+    "FORMATS",
+    "OutputError",
+    "Rows",
+    "check_writable",
+    "output_options",
+    "render_value",
+    "write_result",
+]
 
 FORMATS = ("table", "json", "jsonl", "csv", "parquet")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,7 +75,7 @@ def output_options(f: F) -> F:
         ),
         click.option(
             "--max-rows",
-            type=int,
+            type=click.IntRange(0),
             default=1000,
             show_default=True,
             help="Rows shown by --format table (the other formats write every row).",
@@ -76,6 +84,35 @@ def output_options(f: F) -> F:
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def check_writable(path: Path | None) -> str | None:
+    """Why `path` cannot be written as an output file, or None when it can (or is None).
+
+    Checked before the work that produces the output, so a long query or replay never
+    ends in a traceback over a typo in ``--output``. Nothing is created.
+
+    Example:
+        >>> check_writable(Path("/nonexistent/x.csv"))
+        "/nonexistent/x.csv: directory /nonexistent does not exist"
+    """
+    import os
+
+    if path is None:
+        return None
+    if str(path) == "":
+        return "empty output path"
+    if path.is_dir():
+        return f"{path}: is a directory"
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        return f"{path}: directory {parent} does not exist"
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            return f"{path}: not writable"
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        return f"{path}: directory {parent} is not writable"
+    return None
 
 
 _encoder = msgspec.json.Encoder(decimal_format="number")
@@ -147,7 +184,7 @@ def _csv_value(v: Any) -> Any:
 
 def _write_csv(rows: Rows, out: IO[bytes]) -> int:
     buf = io.StringIO()
-    w = csv.writer(buf)
+    w = csv.writer(buf, lineterminator="\n")
     w.writerow([c for c, _ in rows.columns])
     n = 0
     for batch in rows.batches():
@@ -220,11 +257,29 @@ def write_result(rows: Rows, fmt: str, output: Path | None, *, max_rows: int = 1
         >>> write_result(rows, "jsonl", Path("out.jsonl"))
         3
     """
+    if fmt == "parquet" and output is None:
+        raise click.UsageError("--format parquet needs --output FILE")
+    problem = check_writable(output)
+    if problem is not None:
+        raise OutputError(problem)
+    try:
+        return _write(rows, fmt, output, max_rows)
+    except OSError as exc:
+        raise OutputError(f"{output or 'stdout'}: {exc.strerror or exc}") from exc
+
+
+class OutputError(click.ClickException):
+    """The output file cannot be written: one line on stderr, exit 1."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"hookaudit: {self.format_message()}", err=True)
+
+
+def _write(rows: Rows, fmt: str, output: Path | None, max_rows: int) -> int:
     if fmt == "parquet":
-        if output is None:
-            raise click.UsageError("--format parquet needs --output FILE")
         import pyarrow.parquet as pq
 
+        assert output is not None
         table = rows.arrow()
         pq.write_table(table, output, compression="zstd")
         return int(table.num_rows)

@@ -18,6 +18,7 @@ import click
 
 from engine.errors import HookauditError
 from engine.records import uuid7
+from queries.output import check_writable
 
 __all__ = ["replay_cmd"]
 
@@ -43,6 +44,29 @@ def _rules(value: str) -> list[str]:
                 f"unknown rule {r!r} (one of {', '.join(FAIL_RULES)})", param_hint="--fail-on"
             )
     return rules
+
+
+def _check_events(events: tuple[str, ...]) -> None:
+    """An unknown --event is a usage error listing the known ones (it would select nothing)."""
+    from engine.events import CATALOG
+
+    for name in events:
+        if name not in CATALOG:
+            raise click.BadParameter(
+                f"unknown event {name!r} (known: {', '.join(sorted(CATALOG))})",
+                param_hint="--event",
+            )
+
+
+def _describe(selection: Any, data_dir: Path) -> str:
+    parts = [f"log {data_dir}"]
+    for key in ("since", "until", "session", "where"):
+        value = getattr(selection, key)
+        if value is not None:
+            parts.append(f"--{key} {value.isoformat() if hasattr(value, 'isoformat') else value}")
+    if selection.event:
+        parts.append("--event " + ",".join(selection.event))
+    return "; ".join(parts) + ": no recorded event matches"
 
 
 def _fail(message: str) -> None:
@@ -203,14 +227,28 @@ def replay_cmd(
 
     mode, samples = _llm(llm)
     rules = _rules(fail_on)
+    _check_events(events)
+    problem = check_writable(output)
+    if problem is not None:  # before the replay runs and stores its outcomes
+        _fail(problem)
+    try:
+        lo = parse_when(since) if since else None
+        hi = parse_when(until) if until else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since/--until") from None
+    if lo is not None and hi is not None and lo >= hi:
+        raise click.UsageError(
+            f"--since {since} ({lo.isoformat()}) is not before --until {until} "
+            f"({hi.isoformat()}): the window is empty"
+        )
     d = data_dir or default_data_dir()
     if not (d / "log").is_dir():
         _fail(f"{d}: no log here (give --data-dir or set HOOKAUDIT_DATA_DIR)")
     try:
         ids = where_ids(d, where) if where else None
         selection = Selection(
-            since=parse_when(since) if since else None,
-            until=parse_when(until) if until else None,
+            since=lo,
+            until=hi,
             session=session,
             event=tuple(events),
             where=where,
@@ -242,6 +280,8 @@ def replay_cmd(
         _fail(str(exc))
         return
     report = done.report
+    if not report.get("selected"):
+        click.echo(f"hookaudit replay: no event selected ({_describe(selection, d)})", err=True)
     matched = match_rules(report, rules)
     report["fail_on"] = {"rules": rules, "matched": matched}
     if fmt == "json":
@@ -252,18 +292,25 @@ def replay_cmd(
         text = render.to_html(report, max_rows=max_rows)
     else:
         text = ""
-    if fmt == "table":
-        from rich.console import Console
+    try:
+        if fmt == "table":
+            from rich.console import Console
 
-        if output is not None:
-            with open(output, "w", encoding="utf-8") as f:
-                render.print_summary(report, Console(file=f, width=160, color_system=None))
+            if output is not None:
+                with open(output, "w", encoding="utf-8") as f:
+                    render.print_summary(report, Console(file=f, width=160, color_system=None))
+            else:
+                render.print_summary(report)
+        elif output is not None:
+            output.write_text(text, encoding="utf-8")
         else:
-            render.print_summary(report)
-    elif output is not None:
-        output.write_text(text, encoding="utf-8")
-    else:
-        click.echo(text, nl=False)
+            click.echo(text, nl=False)
+    except OSError as exc:
+        stored = (report.get("stored") or {}).get("summary")
+        _fail(
+            f"{output}: {exc.strerror or exc}"
+            + (f" (the report is kept in {stored})" if stored else "")
+        )
     if output is not None:
         click.echo(f"report written to {output}", err=True)
     if matched:

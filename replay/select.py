@@ -69,7 +69,10 @@ def parse_when(text: str, *, now: datetime | None = None) -> datetime:
     m = _RELATIVE.match(value)
     if m:
         base = now or datetime.now(UTC)
-        return base - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+        try:
+            return base - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+        except (OverflowError, ValueError):
+            raise ValueError(f"{text!r}: reaches back before the year 1") from None
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
