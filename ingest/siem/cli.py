@@ -53,7 +53,7 @@ _NATS_OPTS = [
     ),
     click.option(
         "--creds",
-        type=click.Path(dir_okay=False),
+        type=click.Path(exists=True, dir_okay=False),
         default=None,
         envvar="HOOKAUDIT_NATS_CREDS",
         help="NATS credentials file (the siem role's).",
@@ -61,7 +61,7 @@ _NATS_OPTS = [
     click.option(
         "--nkey",
         "nkey_seed",
-        type=click.Path(dir_okay=False),
+        type=click.Path(exists=True, dir_okay=False),
         default=None,
         help="NATS nkey seed file.",
     ),
@@ -74,7 +74,7 @@ _NATS_OPTS = [
     ),
     click.option(
         "--nats-tls-ca",
-        type=click.Path(dir_okay=False),
+        type=click.Path(exists=True, dir_okay=False),
         default=None,
         help="CA bundle to verify a TLS NATS server.",
     ),
@@ -274,7 +274,7 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
 @click.option(
     "--parked",
     "show_parked",
-    type=int,
+    type=click.IntRange(0),
     default=5,
     show_default=True,
     help="How many of the last parked records to show per sink.",
