@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import SettingsError
+from engine.executors.ssrf import narrow_patterns
 from engine.settings import SCOPES, Hook, SettingsFile, default_user_dir, load_file
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Entry",
     "Source",
     "discover",
+    "http_policy",
     "load_sources",
     "managed_paths",
     "merge",
@@ -163,20 +165,11 @@ def merge(sources: Sequence[Source], *, project_dir: str | None = None) -> Effec
     managed_disable = any(s.settings.disableAllHooks for s in managed)
     disable_all = bool(scalar(_SCALAR_ORDER))
     allow_managed_only = any(s.settings.allowManagedHooksOnly for s in managed)
-    urls: list[str] | None = None
-    env_allow: list[str] | None = None
     posture: dict[str, str] = {}
     for s in ordered:
-        if s.settings.allowedHttpHookUrls is not None:
-            urls = (urls or []) + [
-                u for u in s.settings.allowedHttpHookUrls if u not in (urls or [])
-            ]
-        if s.settings.httpHookAllowedEnvVars is not None:
-            env_allow = (env_allow or []) + [
-                v for v in s.settings.httpHookAllowedEnvVars if v not in (env_allow or [])
-            ]
         if s.settings.hookauditPosture:
             posture.update(s.settings.hookauditPosture)
+    urls, env_allow = http_policy(ordered)
     return Effective(
         entries={k: tuple(v) for k, v in entries.items()},
         settings_id=_settings_id(ordered),
@@ -190,6 +183,44 @@ def merge(sources: Sequence[Source], *, project_dir: str | None = None) -> Effec
         files=tuple(s.file for s in ordered),
         sessionend_max_timeout=sessionend_max,
     )
+
+
+def _union(lists: Iterable[list[str] | None]) -> list[str] | None:
+    out: list[str] | None = None
+    for values in lists:
+        if values is not None:
+            out = list(dict.fromkeys([*(out or []), *values]))
+    return out
+
+
+def http_policy(sources: Sequence[Source]) -> tuple[list[str] | None, list[str] | None]:
+    """`allowedHttpHookUrls` and `httpHookAllowedEnvVars` after merging (pure).
+
+    Without a managed list, the lists of every scope are a union, as in Claude Code. A
+    managed list is a ceiling (a deliberate, stricter deviation: in Claude Code a
+    repository's project settings could widen it): the other scopes' union can only
+    narrow it, a URL pattern surviving only where it lies within the other side
+    (`narrow_patterns`), an env var only when both sides name it.
+
+    >>> from engine.settings import parse_settings
+    >>> m = Source("managed", "m.json", parse_settings(
+    ...     {"allowedHttpHookUrls": ["https://*.corp.example/*"]}, "m.json"), "/")
+    >>> p = Source("project", "p.json", parse_settings(
+    ...     {"allowedHttpHookUrls": ["https://evil.example/*"]}, "p.json"), "/p")
+    >>> http_policy([m, p])
+    ([], None)
+    """
+    managed = [s for s in sources if s.scope == "managed"]
+    others = [s for s in sources if s.scope != "managed"]
+    urls = _union(s.settings.allowedHttpHookUrls for s in others)
+    env = _union(s.settings.httpHookAllowedEnvVars for s in others)
+    url_cap = _union(s.settings.allowedHttpHookUrls for s in managed)
+    env_cap = _union(s.settings.httpHookAllowedEnvVars for s in managed)
+    if url_cap is not None:
+        urls = url_cap if urls is None else narrow_patterns(url_cap, urls)
+    if env_cap is not None:
+        env = env_cap if env is None else [v for v in env if v in env_cap]
+    return urls, env
 
 
 def parse_scoped(spec: str) -> tuple[str, str]:

@@ -17,7 +17,9 @@ Pure and sans-I/O except for ``system_resolver``, the one default adapter. The r
    ``ips`` lists them all as resolved). The executor MUST open its socket to
    ``connect_ip:port`` (Host header and TLS SNI/verification use ``host``) and never resolve
    ``host`` again; a second lookup would reopen the DNS-rebinding window.
-5. Blocked: IPv4 0/8, 10/8, 100.64/10, 169.254/16, 172.16/12, 192.0.0/24, 192.168/16,
+5. Blocked: the published cloud-metadata addresses by name (169.254.169.254, 169.254.170.2,
+   169.254.170.23, 169.254.0.23, 100.100.100.200, 192.0.0.192, fd00:ec2::254) and Azure's
+   WireServer 168.63.129.16 (a public address); IPv4 0/8, 10/8, 100.64/10, 169.254/16, 172.16/12, 192.0.0/24, 192.168/16,
    198.18/15, 224/4, 240/4; IPv6 ``::``, fc00::/7, fe80::/10, fec0::/10, ff00::/8, NAT64
    local-use 64:ff9b:1::/48 and Teredo 2001::/32. Addresses embedding an IPv4 address
    (mapped ``::ffff:0:0/96``, translated ``::ffff:0:0:0/96``, compatible ``::/96``, NAT64
@@ -45,7 +47,9 @@ __all__ = [
     "Target",
     "check_address",
     "interpolate_headers",
+    "narrow_patterns",
     "parse_host_literal",
+    "pattern_within",
     "proxy_for",
     "system_resolver",
     "url_allowed",
@@ -269,6 +273,112 @@ def url_allowed(url: str, patterns: Sequence[str] | None) -> bool:
     return False
 
 
+# ------------------------------------------------------------------ policy ceilings
+
+_HOST_STAR = frozenset("@/:")  # what a host `*` cannot match (see `_compile_pattern`)
+
+
+@dataclass(frozen=True)
+class _PatternText:
+    scheme: str
+    host: str
+    literal: IPAddress | None
+    port: int | None
+    path: str  # "*" when the pattern matches every path
+    query: str  # "*" when the pattern ignores the query
+
+
+def _pattern_text(pattern: str) -> _PatternText | None:
+    """A pattern's components as text, read exactly as `_compile_pattern` reads them."""
+    if _compile_pattern(pattern) is None:
+        return None
+    m = _PATTERN.fullmatch(pattern)
+    assert m is not None
+    host, port_text = _split_hostport(m[2].lower())
+    assert host is not None and port_text is not None
+    scheme = m[1].lower()
+    host = _strip_dot(host)
+    port = None if port_text == "*" else int(port_text or _DEFAULT_PORTS[scheme])
+    return _PatternText(
+        scheme=scheme,
+        host=host,
+        literal=parse_host_literal(host) if "*" not in host else None,
+        port=port,
+        path="*" if m[3] in ("", "/*") else m[3],
+        query="*" if m[4] is None else m[4],
+    )
+
+
+def _glob_within(inner: str, outer: str, barred: frozenset[str] = frozenset()) -> bool:
+    """True when every string the glob `inner` matches is matched by the glob `outer`.
+
+    Sound, not complete: `inner`'s ``*`` may only be covered by a ``*`` of `outer`, and a
+    literal character by the same character or by a ``*`` that may match it (not in
+    `barred`). A pair this cannot prove is treated as not within, which narrows more.
+
+    >>> _glob_within("a*b", "*"), _glob_within("*", "a*")
+    (True, False)
+    """
+    n, m = len(inner), len(outer)
+    # ok[i][j]: inner[i:] is within outer[j:]
+    ok = [[False] * (m + 1) for _ in range(n + 1)]
+    ok[n][m] = True
+    for j in range(m - 1, -1, -1):
+        ok[n][j] = outer[j] == "*" and ok[n][j + 1]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            c, o = inner[i], outer[j]
+            if o == "*":
+                ok[i][j] = ok[i][j + 1] or ((c == "*" or c not in barred) and ok[i + 1][j])
+            else:
+                ok[i][j] = c != "*" and c == o and ok[i + 1][j + 1]
+    return ok[0][0]
+
+
+def pattern_within(inner: str, outer: str) -> bool:
+    """True when every URL the pattern `inner` allows is allowed by the pattern `outer`.
+
+    Conservative: False whenever inclusion cannot be shown (an IP-literal host is only
+    within the same literal; a pattern that does not parse allows nothing and is within
+    everything).
+
+    >>> pattern_within("https://hooks.corp.example/h", "https://*.corp.example/*")
+    True
+    >>> pattern_within("https://*/*", "https://*.corp.example/*")
+    False
+    """
+    a, b = _pattern_text(inner), _pattern_text(outer)
+    if a is None:
+        return True
+    if b is None or a.scheme != b.scheme:
+        return False
+    if b.literal is not None or a.literal is not None:
+        host_ok = a.literal is not None and a.literal == b.literal
+    else:
+        host_ok = _glob_within(a.host, b.host, _HOST_STAR)
+    return (
+        host_ok
+        and (b.port is None or a.port == b.port)
+        and (b.path == "*" or _glob_within(a.path, b.path))
+        and (b.query == "*" or _glob_within(a.query, b.query))
+    )
+
+
+def narrow_patterns(ceiling: Sequence[str], wanted: Sequence[str]) -> list[str]:
+    """The patterns of `wanted` and of `ceiling` that lie within the other list.
+
+    Every URL the result allows is allowed by `ceiling` (and by `wanted`): a scope below
+    the ceiling can narrow it, never widen it. Partial overlaps are dropped, not
+    computed, so the result may allow less than the exact intersection.
+
+    >>> narrow_patterns(["https://*.corp.example/*"], ["https://a.corp.example/h", "https://evil.example/*"])
+    ['https://a.corp.example/h']
+    """
+    out = [w for w in wanted if any(pattern_within(w, c) for c in ceiling)]
+    out += [c for c in ceiling if any(pattern_within(c, w) for w in wanted)]
+    return list(dict.fromkeys(p for p in out if _compile_pattern(p) is not None))
+
+
 # --------------------------------------------------------------------------- headers
 
 _ENV_REF = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}|\$([A-Z_][A-Z0-9_]*)")
@@ -326,9 +436,20 @@ def interpolate_headers(
 
 _Net4 = ipaddress.IPv4Network
 _Net6 = ipaddress.IPv6Network
+# Published cloud-metadata and host-agent addresses come first, so a refusal names them.
+# All but Azure's WireServer also lie in a blocked range below (or fc00::/7 for IPv6:
+# AWS fd00:ec2::254, GCP fd20:ce::254, Oracle fd00:c1::a9fe:a9fe); the WireServer is a
+# public address, reachable from every Azure VM, that hands out VM extensions' secrets.
 _V4_BLOCKED: tuple[tuple[_Net4, str], ...] = tuple(
     (_Net4(why.split()[-1]), why)
     for why in (
+        "cloud metadata (AWS, GCP, Azure, DigitalOcean, OpenStack, ...) 169.254.169.254/32",
+        "cloud metadata (AWS ECS task credentials) 169.254.170.2/32",
+        "cloud metadata (AWS EKS Pod Identity) 169.254.170.23/32",
+        "cloud metadata (Tencent Cloud) 169.254.0.23/32",
+        "cloud metadata (Alibaba Cloud) 100.100.100.200/32",
+        "cloud metadata (Oracle Cloud) 192.0.0.192/32",
+        "cloud host agent (Azure WireServer) 168.63.129.16/32",
         '"this network" 0.0.0.0/8',
         "private 10.0.0.0/8",
         "shared CGNAT (Alibaba Cloud metadata) 100.64.0.0/10",
@@ -347,6 +468,7 @@ _V4_LOOPBACK = _Net4("127.0.0.0/8")
 _V6_BLOCKED: tuple[tuple[_Net6, str], ...] = tuple(
     (_Net6(why.split()[-1]), why)
     for why in (
+        "cloud metadata (AWS IMDS IPv6) fd00:ec2::254/128",
         "unique local fc00::/7",
         "link-local fe80::/10",
         "site-local fec0::/10",
@@ -377,7 +499,7 @@ def check_address(ip: str | IPAddress, *, allow_loopback: bool = True) -> str | 
     See the module docstring, rule 5, for the table.
 
     >>> check_address("::ffff:169.254.169.254")
-    'IPv4-mapped, embeds 169.254.169.254: link-local (cloud metadata) 169.254.0.0/16'
+    'IPv4-mapped, embeds 169.254.169.254: cloud metadata (AWS, GCP, Azure, DigitalOcean, OpenStack, ...) 169.254.169.254/32'
     """
     addr = parse_host_literal(ip) if isinstance(ip, str) else ip
     if addr is None:

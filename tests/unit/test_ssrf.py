@@ -181,6 +181,7 @@ def test_loopback_allowed_by_default_and_blockable(url: str) -> None:
     ("url", "connect_ip"),
     [
         ("http://8.8.8.8/", "8.8.8.8"),
+        ("http://168.63.129.17/", "168.63.129.17"),  # the WireServer's neighbour is public
         ("http://134744072/", "8.8.8.8"),
         ("https://[2606:4700::1111]/", "2606:4700::1111"),
         ("http://[fd::1]/", "fd::1"),  # 00fd::1, not fc00::/7: the spec's prefix-text bug
@@ -526,12 +527,25 @@ def test_parse_host_literal_rejects_names_and_nonsense(host: str) -> None:
 @pytest.mark.parametrize(
     ("ip", "allow_loopback", "reason"),
     [
-        (METADATA, True, "link-local"),
+        (METADATA, True, "cloud metadata"),
         ("::ffff:a9fe:a9fe", True, "IPv4-mapped"),
         ("2002:a9fe:a9fe::", True, "6to4"),
         ("64:ff9b::a9fe:a9fe", True, "NAT64"),
         ("::a9fe:a9fe", True, "IPv4-compatible"),
         ("2001::1", True, "Teredo"),
+        # published cloud-metadata addresses, named in the reason (issue 11)
+        ("168.63.129.16", True, "Azure WireServer"),
+        ("::ffff:168.63.129.16", True, "Azure WireServer"),
+        ("64:ff9b::a83f:8110", True, "Azure WireServer"),
+        ("2002:a83f:8110::", True, "Azure WireServer"),
+        ("100.100.100.200", True, "Alibaba"),
+        ("169.254.170.2", True, "ECS"),
+        ("169.254.170.23", True, "EKS"),
+        ("169.254.0.23", True, "Tencent"),
+        ("192.0.0.192", True, "Oracle"),
+        ("fd00:ec2::254", True, "AWS IMDS IPv6"),
+        ("fd20:ce::254", True, "unique local"),  # GCP's IPv6 metadata
+        ("fd00:c1::a9fe:a9fe", True, "unique local"),  # Oracle's IPv6 metadata
         ("127.0.0.1", False, "loopback"),
         ("::1", False, "loopback"),
         ("localhost", True, "not an IP address"),
@@ -552,6 +566,7 @@ BLOCKED_V4 = [
         "10.0.0.0/8",
         "100.64.0.0/10",
         "169.254.0.0/16",
+        "168.63.129.16/32",
         "172.16.0.0/12",
         "192.0.0.0/24",
         "192.168.0.0/16",
