@@ -12,6 +12,7 @@ import click
 
 from engine.errors import HookauditError
 from engine.records import HookRun
+from hookaudit.lint_cmd import refuse_unless_clean, strict_option
 
 __all__ = ["eval_cmd", "evaluation_json"]
 
@@ -126,6 +127,7 @@ def _fail(message: str) -> None:
     is_flag=True,
     help="Wait for background (async) hooks and report their late results.",
 )
+@strict_option
 def eval_cmd(
     settings_specs: tuple[str, ...],
     event_path: str,
@@ -135,6 +137,7 @@ def eval_cmd(
     lenient: bool,
     mcp_configs: tuple[str, ...],
     wait_async: bool,
+    strict: bool,
 ) -> None:
     """Run the engine once on one event and print the decision.
 
@@ -165,6 +168,8 @@ def eval_cmd(
         payload = parse_payload(raw, where)
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else str(Path.cwd())
         specs = [parse_scoped(s) for s in settings_specs] or discover(str(cwd))
+        if strict:
+            refuse_unless_clean("eval", [f"{scope}:{path}" for scope, path in specs])
         from engine.sources import find_project_root
 
         eff = load_sources(specs, strict=not lenient, project_dir=find_project_root(str(cwd)))

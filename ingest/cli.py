@@ -236,6 +236,11 @@ def nats_status(data_dir: Path | None, **kw: Any) -> None:
     show_default=True,
     help="Seal the active log segment past this age (seconds).",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse to start when `hookaudit lint` finds anything in the settings.",
+)
 @click.option("-v", "--verbose", is_flag=True)
 @click.option(
     "--reply-key",
@@ -256,6 +261,7 @@ def worker_cmd(
     batch: int,
     max_segment_mb: int,
     max_segment_age: float,
+    strict: bool,
     verbose: bool,
     reply_key: str | None,
     **kw: Any,
@@ -282,6 +288,14 @@ def worker_cmd(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    if strict:
+        from engine.lint import lint_specs, refusal
+
+        findings = lint_specs(settings_specs)
+        if findings:
+            for line in refusal("worker", findings):
+                click.echo(line, err=True)
+            sys.exit(1)
     d = data_dir or default_data_dir()
 
     async def _run() -> None:

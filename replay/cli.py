@@ -191,12 +191,17 @@ def _fail(message: str) -> None:
     envvar="HOOKAUDIT_DATA_DIR",
     help="Where the log lives (env HOOKAUDIT_DATA_DIR).",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse to run when `hookaudit lint` finds anything in the settings.",
+)
 def replay_cmd(
     settings: tuple[str, ...], since: str | None, until: str | None, session: str | None,
     events: tuple[str, ...], where: str | None, baseline: str, baseline_settings: tuple[str, ...],
     reuse: str, exec_: str, llm: str, posture: str | None, jobs: int, concurrency: int, fmt: str,
     output: Path | None, fail_on: str, store: str, max_rows: int, project_dir: str | None,
-    data_dir: Path | None,
+    data_dir: Path | None, strict: bool,
 ) -> None:  # fmt: skip
     """Re-evaluate recorded events with other settings and report what would change.
 
@@ -228,6 +233,14 @@ def replay_cmd(
     mode, samples = _llm(llm)
     rules = _rules(fail_on)
     _check_events(events)
+    if strict:
+        from engine.lint import lint_specs, refusal
+
+        findings = lint_specs([*settings, *baseline_settings])
+        if findings:
+            for line in refusal("replay", findings):
+                click.echo(line, err=True)
+            sys.exit(1)
     problem = check_writable(output)
     if problem is not None:  # before the replay runs and stores its outcomes
         _fail(problem)

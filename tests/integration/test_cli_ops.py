@@ -185,3 +185,65 @@ def test_worker_stops_on_sigterm_while_nats_is_down(tmp_path: Path) -> None:
     assert worker.returncode == 0, err
     assert "Traceback" not in err and "internal error" not in err, err
     assert json.loads(err.strip().splitlines()[-1])["events"] == 0
+
+
+BAD_SETTINGS = {
+    "hook": {"PreToolUse": []},
+    "hooks": {
+        "PreToolUse": [
+            {
+                "matcher": "Bash",
+                "hooks": [
+                    {"type": "command", "command": "true", "if": "Bash(curl *"},
+                    {"type": "command", "command": "true", "if": "garbage !!"},
+                    {"type": "comand", "command": "true"},
+                    {"type": "python", "callable": "missing.py:guard"},
+                ],
+            }
+        ]
+    },
+}
+
+
+def test_lint_reports_each_gate_that_would_vanish(tmp_path: Path) -> None:
+    bad = tmp_path / "settings.json"
+    bad.write_text(json.dumps(BAD_SETTINGS))
+    proc = run("lint", str(bad), f"project:{STRICT}")
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [ln.rsplit("[", 1)[1] for ln in lines] == [
+        "unknown-key]", "bad-if]", "bad-if]", "unknown-type]", "python-missing]",
+    ]  # fmt: skip
+    assert lines[1].startswith(f"{bad}: hooks.PreToolUse[0].hooks[0].if: ")
+    clean = run("lint", f"project:{STRICT}")
+    assert clean.returncode == 0 and clean.stdout.startswith("ok: 1 file(s)")
+    as_json = run("lint", str(bad), "--format", "json")
+    assert {f["kind"] for f in json.loads(as_json.stdout)} >= {"bad-if", "unknown-type"}
+
+
+def test_strict_refuses_to_start_eval_replay_and_worker(tmp_path: Path, demo_dir: Path) -> None:
+    bad = tmp_path / "settings.json"
+    bad.write_text(json.dumps(BAD_SETTINGS))
+    event = json.dumps({"hook_event_name": "Stop", "session_id": "s", "cwd": str(tmp_path)})
+    ev = tmp_path / "event.json"
+    ev.write_text(event)
+    for args in (
+        ("eval", "--strict", "--settings", f"project:{bad}", "--event", str(ev)),
+        ("replay", "--strict", "--data-dir", str(demo_dir), "--settings", f"project:{bad}"),
+        ("worker", "--strict", "--data-dir", str(tmp_path / "w"), "--settings", f"project:{bad}"),
+    ):
+        proc = run(*args)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stderr.splitlines()[-1].endswith(
+            "5 lint finding(s) in the settings; refusing to start"
+        )
+        assert "hooks.PreToolUse[0].hooks[1].if" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    # without --strict, eval still runs the same settings (Claude Code would)
+    assert (
+        run("eval", "--lenient", "--settings", f"project:{bad}", "--event", str(ev)).returncode == 0
+    )
+    assert (
+        run("eval", "--strict", "--settings", f"project:{STRICT}", "--event", str(ev)).returncode
+        == 0
+    )

@@ -1,0 +1,402 @@
+"""Lint settings files: every entry that would silently remove a gate, with its JSON path.
+
+Rules of this file:
+- `lint(data, file)` is a pure function of the decoded JSON (plus a `Probe` for the two
+  questions only the filesystem answers: does this python hook's file exist, and does it
+  define the function). It never raises on any JSON value: each problem is a `Finding`.
+- A finding is something that makes a hook that looks present never run, or never match:
+  a typo in a key (`"hook":`, `"comand"`), an unknown event or hook type, an `if` rule
+  that cannot match anything, an invalid matcher regex, a malformed entry Claude Code
+  would skip, a python hook whose file or function is missing. Style is not linted.
+- `lint_text` adds the JSON decoding; `lint_path` the reading. The CLI (`hookaudit lint`,
+  and `--strict` on eval, worker and replay) is in `hookaudit/lint_cmd.py`.
+
+Example:
+    >>> [f.kind for f in lint({"hook": {"PreToolUse": []}}, "s.json")]
+    ['unknown-key']
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from engine.errors import SettingsError
+from engine.events import CATALOG
+from engine.match import parse_rule
+from engine.settings import (
+    AgentHook,
+    CommandHook,
+    HttpHook,
+    McpToolHook,
+    PromptHook,
+    PythonHook,
+    SettingsFile,
+    parse_settings,
+)
+
+__all__ = ["Finding", "Probe", "lint", "lint_path", "lint_specs", "lint_text", "refusal"]
+
+
+_ONE_LINE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
+
+
+class Finding(msgspec.Struct, frozen=True, kw_only=True):
+    """One problem: where (file, JSON path), what kind, and why, in one line."""
+
+    file: str
+    path: str
+    kind: str
+    message: str
+
+    def line(self) -> str:
+        """``settings.json: hooks.PreToolUse[0].hooks[0].type: … [unknown-type]``."""
+        where = f"{self.file}: {self.path}" if self.path else self.file
+        return _ONE_LINE.sub(
+            lambda m: repr(m.group())[1:-1], f"{where}: {self.message} [{self.kind}]"
+        )
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What lint asks the filesystem: a file's text (None: unreadable), a module's source."""
+
+    read_text: Callable[[str], str | None]
+    module_source: Callable[[str], str | None]  # dotted name -> its source file, or None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(4 * 1024 * 1024)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _module_source(name: str) -> str | None:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None:
+        return None
+    return spec.origin if spec.origin and spec.origin.endswith(".py") else "<built-in>"
+
+
+FILESYSTEM = Probe(read_text=_read, module_source=_module_source)
+
+_HOOK_KEYS = {
+    "command": CommandHook,
+    "http": HttpHook,
+    "prompt": PromptHook,
+    "agent": AgentHook,
+    "mcp_tool": McpToolHook,
+    "python": PythonHook,
+}
+_TOP_HOOK_KEYS = tuple(f for f in SettingsFile.model_fields if f != "description")
+# Claude Code settings keys that are not about hooks (not linted, never "typos").
+_OTHER_TOP_KEYS = frozenset(
+    {
+        "$schema", "apiKeyHelper", "cleanupPeriodDays", "env", "includeCoAuthoredBy",
+        "permissions", "model", "outputStyle", "statusLine", "forceLoginMethod",
+        "forceLoginOrgUUID", "enableAllProjectMcpServers", "enabledMcpjsonServers",
+        "disabledMcpjsonServers", "awsAuthRefresh", "awsCredentialExport", "theme",
+        "spinnerTipsEnabled", "companyAnnouncements", "extraKnownMarketplaces",
+        "enabledPlugins", "description", "autoUpdates", "preferredNotifChannel",
+        "verbose", "alwaysThinkingEnabled", "sandbox", "subagentStatusLine",
+    }
+)  # fmt: skip
+_GROUP_KEYS = ("matcher", "hooks", "env")
+_TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*|mcp__[A-Za-z0-9_-]+(?:__[A-Za-z0-9_*-]+)?")
+
+
+def _keys_of(model: type[msgspec.Struct] | type[object]) -> frozenset[str]:
+    fields = getattr(model, "model_fields", {})
+    return frozenset((info.alias or name) for name, info in fields.items())
+
+
+_HOOK_FIELDS = {kind: _keys_of(m) for kind, m in _HOOK_KEYS.items()}
+
+
+def _near(word: str, options: Iterator[str] | tuple[str, ...] | frozenset[str]) -> str | None:
+    found = difflib.get_close_matches(word, list(options), n=1, cutoff=0.75)
+    if found:
+        return found[0]
+    lowered = {o.lower(): o for o in options}
+    return lowered.get(word.strip().lower())
+
+
+def _did_you_mean(word: str, options: Iterator[str] | tuple[str, ...] | frozenset[str]) -> str:
+    near = _near(word, options)
+    return f" (did you mean {near!r}?)" if near else ""
+
+
+def lint(data: object, file: str, *, probe: Probe = FILESYSTEM) -> list[Finding]:
+    """Every finding in one decoded settings document, in document order.
+
+    Example:
+        >>> [f.line() for f in lint({"hooks": {"PreToolUse": [{"hooks": [
+        ...     {"type": "comand", "command": "x"}]}]}}, "s.json")]
+        ["s.json: hooks.PreToolUse[0].hooks[0].type: unknown hook type 'comand' (did you mean 'command'?): the hook never runs [unknown-type]"]
+    """
+    out: list[Finding] = []
+
+    def add(path: str, kind: str, message: str) -> None:
+        out.append(Finding(file=file, path=path, kind=kind, message=message))
+
+    if not isinstance(data, dict):
+        add("", "invalid", f"expected a JSON object at the top level, not {_json_type(data)}")
+        return out
+    for key in data:
+        if not isinstance(key, str):
+            continue
+        if key in _TOP_HOOK_KEYS or key in _OTHER_TOP_KEYS:
+            continue
+        near = _near(key, _TOP_HOOK_KEYS)
+        if near is not None:
+            add(key, "unknown-key", f"unknown key (did you mean {near!r}?): it is ignored")
+    hooks = data.get("hooks")
+    if hooks is not None and not isinstance(hooks, dict):
+        add("hooks", "invalid", f"expected an object of events, not {_json_type(hooks)}")
+    elif isinstance(hooks, dict):
+        for event, groups in hooks.items():
+            _lint_event(str(event), groups, file, probe, add)
+    out += _parse_findings(data, file, {(f.path, f.kind) for f in out})
+    return out
+
+
+def _json_type(v: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(v), "null" if v is None else "a number"
+    )
+
+
+Add = Callable[[str, str, str], None]
+
+
+def _lint_event(event: str, groups: object, file: str, probe: Probe, add: Add) -> None:
+    path = f"hooks.{event}"
+    if event not in CATALOG:
+        hint = _did_you_mean(event, frozenset(CATALOG))
+        add(path, "unknown-event", f"unknown hook event{hint}: its hooks never run")
+        return
+    if not isinstance(groups, list):
+        return  # reported by the parser
+    spec = CATALOG[event]
+    for gi, group in enumerate(groups):
+        gpath = f"{path}[{gi}]"
+        if not isinstance(group, dict):
+            continue
+        for key in group:
+            if isinstance(key, str) and key not in _GROUP_KEYS:
+                hint = _did_you_mean(key, _GROUP_KEYS)
+                where = " (`if` belongs on each hook)" if key == "if" else hint
+                add(f"{gpath}.{key}", "unknown-key", f"unknown key{where}: it is ignored")
+        hooks = group.get("hooks")
+        if isinstance(hooks, list) and not hooks:
+            add(f"{gpath}.hooks", "empty", "no hooks: the group does nothing")
+        if not isinstance(hooks, list):
+            continue
+        for hi, hook in enumerate(hooks):
+            if isinstance(hook, dict):
+                _lint_hook(hook, f"{gpath}.hooks[{hi}]", spec.tool_event, event, file, probe, add)
+
+
+def _lint_hook(
+    hook: Mapping[object, object],
+    path: str,
+    tool_event: bool,
+    event: str,
+    file: str,
+    probe: Probe,
+    add: Add,
+) -> None:
+    kind = hook.get("type")
+    if isinstance(kind, str) and kind and kind not in _HOOK_KEYS:
+        hint = _did_you_mean(kind, tuple(_HOOK_KEYS))
+        add(
+            f"{path}.type", "unknown-type", f"unknown hook type {kind!r}{hint}: the hook never runs"
+        )
+    elif isinstance(kind, str) and kind in _HOOK_FIELDS:
+        allowed = _HOOK_FIELDS[kind]
+        for key in hook:
+            if isinstance(key, str) and key not in allowed and key != "type":
+                hint = _did_you_mean(key, allowed)
+                add(
+                    f"{path}.{key}",
+                    "unknown-key",
+                    f"unknown key for a {kind} hook{hint}: it is ignored",
+                )
+    rule = hook.get("if")
+    if isinstance(rule, str):
+        _lint_if(rule, f"{path}.if", tool_event, event, add)
+    if kind == "python" and isinstance(hook.get("callable"), str):
+        _lint_callable(str(hook["callable"]), f"{path}.callable", file, probe, add)
+
+
+def _lint_if(rule: str, path: str, tool_event: bool, event: str, add: Add) -> None:
+    if not tool_event:
+        add(path, "if-never-runs", f"`if` on {event} (not a tool event): the hook never runs")
+        return
+    text = rule.strip()
+    opens, closes = _unescaped(text, "("), _unescaped(text, ")")
+    if opens != closes or (opens and not text.endswith(")")):
+        add(path, "bad-if", f"rule {rule!r}: unbalanced parentheses: it never matches")
+        return
+    parsed = parse_rule(text)
+    if not _TOOL_NAME.fullmatch(parsed.tool):
+        add(path, "bad-if", f"rule {rule!r}: {parsed.tool!r} is not a tool name: it never matches")
+
+
+def _unescaped(text: str, ch: str) -> int:
+    n, i = 0, 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        n += text[i] == ch
+        i += 1
+    return n
+
+
+def _lint_callable(spec: str, path: str, file: str, probe: Probe, add: Add) -> None:
+    module, sep, attr = spec.rpartition(":")
+    if not sep or not module or not attr:
+        return  # the parser reports the form
+    if module.endswith(".py"):
+        where = (
+            module
+            if os.path.isabs(module)
+            else os.path.join(os.path.dirname(os.path.abspath(file)), module)
+        )
+        source = probe.read_text(where)
+        if source is None:
+            add(
+                path,
+                "python-missing",
+                f"{where}: no such file (or unreadable): the hook fails when it runs",
+            )
+            return
+    else:
+        origin = probe.module_source(module)
+        if origin is None:
+            add(path, "python-missing", f"module {module!r} not found: the hook fails when it runs")
+            return
+        source = probe.read_text(origin) if origin != "<built-in>" else None
+        if source is None:
+            return  # a compiled or namespace module: its names cannot be read without importing it
+    defined = _top_level_names(source)
+    if defined is None:
+        add(path, "python-missing", f"{module}: not valid Python: the hook fails when it runs")
+    elif "*" not in defined and attr.split(".", 1)[0] not in defined:
+        add(path, "python-missing", f"{module} defines no {attr!r}: the hook fails when it runs")
+
+
+def _top_level_names(source: str) -> set[str] | None:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+            names.add("*")  # names bound conditionally: not read without importing
+    return names
+
+
+def _parse_findings(
+    data: dict[object, object], file: str, seen: set[tuple[str, str]]
+) -> list[Finding]:
+    """What the settings parser skips or refuses (malformed entries, bad regexes)."""
+    warnings: list[str] = []
+    try:
+        parse_settings(data, file, strict=False, warnings=warnings)
+    except SettingsError as exc:
+        warnings.append(str(exc))
+    except (ValueError, TypeError, RecursionError) as exc:
+        warnings.append(f"{file}: : {exc}")
+    out: list[Finding] = []
+    prefix = f"{file}: "
+    for w in warnings:
+        body = w[len(prefix) :] if w.startswith(prefix) else w
+        path, _, message = body.partition(": ")
+        if not message:
+            path, message = "", body
+        if "unknown hook type" in message or "unknown hook event" in message:
+            continue  # reported above with a suggestion
+        if any(p == path for p, _ in seen):
+            continue
+        out.append(
+            Finding(
+                file=file,
+                path=path,
+                kind="invalid",
+                message=message.replace(" (entry skipped)", ": the entry is skipped"),
+            )
+        )
+    return out
+
+
+def lint_text(text: str, file: str, *, probe: Probe = FILESYSTEM) -> list[Finding]:
+    """`lint` of a JSON text; invalid JSON is one finding with its line and column."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return [
+            Finding(
+                file=file,
+                path=f"line {exc.lineno} column {exc.colno}",
+                kind="json",
+                message=f"invalid JSON: {exc.msg}",
+            )
+        ]
+    except RecursionError:
+        return [Finding(file=file, path="", kind="json", message="JSON nested too deeply")]
+    return lint(data, file, probe=probe)
+
+
+def lint_path(path: str | Path, *, probe: Probe = FILESYSTEM) -> list[Finding]:
+    """`lint` of a settings file (a plugin directory means its ``hooks/hooks.json``)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "hooks" / "hooks.json"
+    text = probe.read_text(str(p))
+    if text is None:
+        return [
+            Finding(file=str(p), path="", kind="unreadable", message="no such file, or unreadable")
+        ]
+    return lint_text(text, str(p), probe=probe)
+
+
+def lint_specs(specs: list[str] | tuple[str, ...], *, probe: Probe = FILESYSTEM) -> list[Finding]:
+    """`lint_path` of each ``[SCOPE:]PATH`` settings argument, in order."""
+    from engine.sources import parse_scoped
+
+    return [f for spec in specs for f in lint_path(parse_scoped(spec)[1], probe=probe)]
+
+
+def refusal(command: str, findings: list[Finding]) -> list[str]:
+    """The lines `--strict` prints before refusing: each finding, then the verdict."""
+    lines = [f"hookaudit {command}: {f.line()}" for f in findings]
+    lines.append(
+        f"hookaudit {command}: --strict: {len(findings)} lint finding(s) in the settings; "
+        "refusing to start"
+    )
+    return lines
