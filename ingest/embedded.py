@@ -272,7 +272,12 @@ def _wait_ready(pid: int, ndir: Path, log: Path, offset: int, timeout: float) ->
 
 
 def start_embedded(
-    data_dir: Path, *, port: int | None = None, timeout: float = 10.0, auth: bool = True
+    data_dir: Path,
+    *,
+    port: int | None = None,
+    timeout: float = 10.0,
+    auth: bool = True,
+    prefixes: tuple[str, ...] = ("",),
 ) -> EmbeddedServer:
     """Start the data dir's nats-server (JetStream on, loopback only), or return the live one.
 
@@ -280,7 +285,8 @@ def start_embedded(
     server on another port than `port` is an error (stop it first). `auth` (the
     default) refuses anonymous clients and gives each role of `ingest.natsauth` its
     own nkey; ``auth=False`` runs an open server, like a self-managed one without
-    accounts (the test suite's shared server).
+    accounts (the test suite's shared server). `prefixes` are the deployments the roles
+    may use (``""``: the production names; benchmarks and tests add theirs).
 
     Example:
         >>> start_embedded(Path("/tmp/ha")).url  # doctest: +SKIP
@@ -314,7 +320,7 @@ def start_embedded(
         text = "max_payload: 9437184\n"
         if auth:
             ensure_reply_key(ndir.parent)
-            text += authorization_block(ensure_role_keys(ndir.parent))
+            text += authorization_block(ensure_role_keys(ndir.parent), prefixes)
         write_private(conf, text.encode())
         argv = [
             binary, "-c", str(conf), "-js", "-sd", str(store), "-a", _HOST,

@@ -1,7 +1,7 @@
 """NATS roles, their permissions and their credentials (nkeys), for the embedded server and yours.
 
 Rules of this file:
-- One table of roles (`ROLES`): the embedded server's config, `infra/nats/accounts.conf` and
+- One definition of the roles (`permissions`): the embedded server's config, `infra/nats/accounts.conf` and
   `hookaudit nats keys` are all rendered from it, so they cannot drift apart.
 - Credentials are nkey seed files, one per role, mode 0600 in a 0700 directory, whatever the
   umask. Seeds never leave the data dir; only public keys go into a server config.
@@ -19,8 +19,8 @@ analyst   read-only: stream and consumer info, message get. Used by `nats status
 ========  ==============================================================================
 
 Example:
-    >>> sorted(ROLES)
-    ['analyst', 'emitter', 'siem', 'worker']
+    >>> ROLES
+    ('emitter', 'worker', 'siem', 'analyst')
 """
 
 from __future__ import annotations
@@ -33,11 +33,13 @@ from typing import Literal
 
 __all__ = [
     "ROLES",
+    "Permissions",
     "Role",
     "auth_dir",
     "authorization_block",
     "ensure_role_keys",
     "new_seed",
+    "permissions",
     "public_key",
     "role_credentials",
     "write_private",
@@ -45,62 +47,73 @@ __all__ = [
 
 Role = Literal["emitter", "worker", "siem", "analyst"]
 
-_EV, _OUT = "HOOK_EVENTS", "HOOK_OUTCOMES"
+#: The roles, in the order a config lists them.
+ROLES: tuple[Role, ...] = ("emitter", "worker", "siem", "analyst")
+
 _NO_DESTROY = [
     "$JS.API.STREAM.PURGE.>",
     "$JS.API.STREAM.DELETE.>",
     "$JS.API.STREAM.MSG.DELETE.>",
 ]
 
-#: role -> NATS permissions (the nats-server `permissions` block).
-ROLES: dict[str, dict[str, dict[str, list[str]]]] = {
-    "emitter": {
-        "publish": {"allow": ["hooks.events.>"]},
-        "subscribe": {"allow": ["_INBOX.>"]},
-    },
-    "worker": {
-        "publish": {
-            "allow": [
-                "$JS.API.>",
-                f"$JS.ACK.{_EV}.>",
-                "hooks.outcomes.>",
-                "_INBOX.>",
-            ],
-            "deny": _NO_DESTROY,
-        },
-        "subscribe": {"allow": ["_INBOX.>"]},
-    },
-    "siem": {
-        "publish": {
-            "allow": [
-                "$JS.API.INFO",
-                f"$JS.API.STREAM.INFO.{_OUT}",
-                f"$JS.API.CONSUMER.CREATE.{_OUT}.>",
-                f"$JS.API.CONSUMER.DURABLE.CREATE.{_OUT}.>",
-                f"$JS.API.CONSUMER.INFO.{_OUT}.>",
-                f"$JS.API.CONSUMER.MSG.NEXT.{_OUT}.>",
-                f"$JS.ACK.{_OUT}.>",
+Permissions = dict[str, dict[str, list[str]]]
+
+
+def _names(prefix: str) -> tuple[str, str, str, str]:
+    """(events stream, events subjects, outcomes stream, outcomes subjects), as ingest.nats.names."""
+    if not prefix:
+        return "HOOK_EVENTS", "hooks.events.>", "HOOK_OUTCOMES", "hooks.outcomes.>"
+    up, low = prefix.upper(), prefix.lower()
+    return (
+        f"{up}_HOOK_EVENTS",
+        f"{low}.hooks.events.>",
+        f"{up}_HOOK_OUTCOMES",
+        f"{low}.hooks.outcomes.>",
+    )
+
+
+def permissions(role: Role, prefixes: tuple[str, ...] = ("",)) -> Permissions:
+    """The nats-server ``permissions`` block of `role` for the deployments named by `prefixes`.
+
+    Example:
+        >>> permissions("emitter")["publish"]
+        {'allow': ['hooks.events.>']}
+    """
+    pub: list[str] = []
+    for ev, ev_subj, out, out_subj in map(_names, prefixes):
+        if role == "emitter":
+            pub += [ev_subj]
+        elif role == "worker":
+            pub += [f"$JS.ACK.{ev}.>", out_subj]
+        elif role == "siem":
+            pub += [
+                f"$JS.API.STREAM.INFO.{out}",
+                f"$JS.API.CONSUMER.CREATE.{out}.>",
+                f"$JS.API.CONSUMER.DURABLE.CREATE.{out}.>",
+                f"$JS.API.CONSUMER.INFO.{out}.>",
+                f"$JS.API.CONSUMER.MSG.NEXT.{out}.>",
+                f"$JS.ACK.{out}.>",
             ]
-        },
-        "subscribe": {"allow": ["_INBOX.>"]},
-    },
-    "analyst": {
-        "publish": {
-            "allow": [
-                "$JS.API.INFO",
-                "$JS.API.STREAM.NAMES",
-                "$JS.API.STREAM.LIST",
-                "$JS.API.STREAM.INFO.*",
-                "$JS.API.STREAM.MSG.GET.*",
-                "$JS.API.DIRECT.GET.>",
-                "$JS.API.CONSUMER.NAMES.*",
-                "$JS.API.CONSUMER.LIST.*",
-                "$JS.API.CONSUMER.INFO.*.*",
-            ]
-        },
-        "subscribe": {"allow": ["_INBOX.>"]},
-    },
-}
+    inbox: Permissions = {"subscribe": {"allow": ["_INBOX.>"]}}
+    if role == "emitter":
+        return {"publish": {"allow": pub}, **inbox}
+    if role == "worker":
+        return {"publish": {"allow": ["$JS.API.>", *pub, "_INBOX.>"], "deny": _NO_DESTROY}, **inbox}
+    if role == "siem":
+        return {"publish": {"allow": ["$JS.API.INFO", *pub]}, **inbox}
+    analyst = [
+        "$JS.API.INFO",
+        "$JS.API.STREAM.NAMES",
+        "$JS.API.STREAM.LIST",
+        "$JS.API.STREAM.INFO.*",
+        "$JS.API.STREAM.MSG.GET.*",
+        "$JS.API.DIRECT.GET.>",
+        "$JS.API.CONSUMER.NAMES.*",
+        "$JS.API.CONSUMER.LIST.*",
+        "$JS.API.CONSUMER.INFO.*.*",
+    ]
+    return {"publish": {"allow": analyst}, **inbox}
+
 
 _SEED_SUFFIX = ".nk"
 
@@ -198,7 +211,7 @@ def ensure_role_keys(data_dir: Path) -> dict[str, str]:
     return keys
 
 
-def authorization_block(keys: dict[str, str]) -> str:
+def authorization_block(keys: dict[str, str], prefixes: tuple[str, ...] = ("",)) -> str:
     """The nats-server ``authorization`` block giving each role's public key its permissions.
 
     No user without a key and no ``no_auth_user``: anonymous clients are refused.
@@ -208,8 +221,9 @@ def authorization_block(keys: dict[str, str]) -> str:
         True
     """
     lines = ["authorization {", "  users: ["]
-    for role, perms in ROLES.items():
+    for role in ROLES:
         lines.append(f"    # {role}")
+        perms = permissions(role, prefixes)
         body = json.dumps({"nkey": keys[role], "permissions": perms}, indent=None)
         lines.append(f"    {body}")
     lines += ["  ]", "}"]

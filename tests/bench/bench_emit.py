@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ingest import embedded
 from ingest import nats as ha_nats
+from ingest.natsopts import NatsArgs, connect_options
 
 REPO = Path(__file__).resolve().parents[2]
 EVENT = json.dumps(
@@ -76,8 +77,8 @@ def _time(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> float:
     return elapsed
 
 
-async def _stored(url: str) -> int:
-    nc = await ha_nats.connect(url)
+async def _stored(url: str, data_dir: Path) -> int:
+    nc = await connect_options(NatsArgs(nats_url=url), data_dir, "analyst").connect()
     try:
         info = await nc.jetstream().stream_info(ha_nats.EVENTS_STREAM)
         return int(info.state.messages)
@@ -85,8 +86,8 @@ async def _stored(url: str) -> int:
         await nc.close()
 
 
-async def _provision(url: str) -> None:
-    nc = await ha_nats.connect(url)
+async def _provision(url: str, data_dir: Path) -> None:
+    nc = await connect_options(NatsArgs(nats_url=url), data_dir, "worker").connect()
     try:
         await ha_nats.provision(nc.jetstream())
     finally:
@@ -114,7 +115,7 @@ def main() -> None:
         data_dir = Path(tmp)
         server = _start(data_dir)
         try:
-            asyncio.run(_provision(server.url))
+            asyncio.run(_provision(server.url, data_dir))
             emit = _emit_argv(data_dir)
             commands = {
                 "python": [sys.executable, "-c", "pass"],
@@ -130,7 +131,7 @@ def main() -> None:
                 for name, argv in commands.items():
                     samples[name].append(_time(argv, env, EVENT))
             emitted = 2 * (args.n + 1)
-            stored = asyncio.run(_stored(server.url))
+            stored = asyncio.run(_stored(server.url, data_dir))
             if stored != emitted:
                 raise SystemExit(f"expected {emitted} events in the stream, found {stored}")
         finally:

@@ -25,6 +25,7 @@ from pathlib import Path
 from engine.records import encode_msgpack, new_event
 from ingest.embedded import start_embedded, stop_embedded
 from ingest.nats import ConnectOptions, event_subject, names, provision
+from ingest.natsopts import NatsArgs, connect_options
 from ingest.protocol import MSG_ID
 from ingest.worker import Worker
 
@@ -41,7 +42,19 @@ def write_settings(d: Path) -> Path:
     return path
 
 
-async def preload(js: object, n_prefix: str, count: int) -> None:
+#: Who publishes the events (set by main): the emitter role, as `hookaudit emit` does.
+EMITTER: list[ConnectOptions] = []
+
+
+async def preload(_js: object, n_prefix: str, count: int) -> None:
+    enc = await EMITTER[0].connect()
+    try:
+        await _preload(enc.jetstream(), n_prefix, count)
+    finally:
+        await enc.close()
+
+
+async def _preload(js: object, n_prefix: str, count: int) -> None:
     nm = names(n_prefix)
     futs = []
     for i in range(count):
@@ -144,9 +157,13 @@ async def worker_rate(co: ConnectOptions, prefix: str, count: int, d: Path) -> f
 async def main(count: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        server = start_embedded(d / "nats-data")
+        # The embedded default: the worker role's nkey, anonymous clients refused.
+        server = start_embedded(d / "nats-data", prefixes=("raw", "ours", "raw2", "lean"))
         try:
-            co = ConnectOptions(servers=(server.url,))
+            co = connect_options(NatsArgs(nats_url=server.url), d / "nats-data", "worker")
+            EMITTER.append(
+                connect_options(NatsArgs(nats_url=server.url), d / "nats-data", "emitter")
+            )
             raw = await raw_rate(co, "raw", count)
             ours = await worker_rate(co, "ours", count, d)
             raw2 = await raw_rate(co, "raw2", count)

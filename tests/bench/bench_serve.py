@@ -44,7 +44,7 @@ from nats.aio.msg import Msg
 from engine.records import HookEvent, Outcome, decode_event_msgpack, encode_msgpack, new_event
 from ingest.embedded import start_embedded, stop_embedded
 from ingest.nats import connect, names
-from ingest.protocol import REPLY_HEADER, Reply
+from ingest.protocol import REPLY_HEADER, SIG_HEADER, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 WARMUP = 200
@@ -83,7 +83,10 @@ def _allow(ev: HookEvent) -> Outcome:
 # -- the responder process (plays the worker, answers at once) ---------------------------
 
 
-async def responder(url: str, prefix: str) -> None:
+async def responder(url: str, prefix: str, data_dir: str) -> None:
+    from ingest.replysig import Signer, ensure_reply_key
+
+    signer = Signer.from_file(ensure_reply_key(Path(data_dir)))  # serve verifies, as live
     nc = await connect(url, name="bench-responder")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -92,7 +95,8 @@ async def responder(url: str, prefix: str) -> None:
     async def on_event(msg: Msg) -> None:
         ev = decode_event_msgpack(msg.data)
         reply = encode_msgpack(Reply(event_id=ev.id, outcome=_allow(ev)))
-        await nc.publish((msg.headers or {})[REPLY_HEADER], reply)
+        sig = {SIG_HEADER: signer.sign(reply)}
+        await nc.publish((msg.headers or {})[REPLY_HEADER], reply, headers=sig)
 
     async def on_request(msg: Msg) -> None:
         ev = decode_event_msgpack(msg.data)
@@ -217,10 +221,14 @@ def bench_http(hooks_url: str, n: int, healthz: bool) -> dict[str, Any]:
     return result
 
 
-def start_serve(url: str, prefix: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_serve(
+    url: str, prefix: str, log: Path, data_dir: Path
+) -> tuple[subprocess.Popen[bytes], str]:
     argv = [
         "-m",
         "ingest.cli_serve",
+        "--data-dir",
+        str(data_dir),
         "--nats",
         url,
         "--prefix",
@@ -236,21 +244,28 @@ def start_serve(url: str, prefix: str, log: Path) -> tuple[subprocess.Popen[byte
 
 def run(n: int, with_worker: bool) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    server = start_embedded(tmp / "nats")
+    # The responder reads events with a plain subscription, which no role may: it runs on
+    # an open server (signed replies still). The worker run uses the embedded default:
+    # role keys, signed and verified replies.
+    server = start_embedded(tmp / "nats", auth=False)
+    prefix2 = f"bench{secrets.token_hex(3)}"
+    authed = start_embedded(tmp / "auth", prefixes=(prefix2,))
     procs: list[subprocess.Popen[bytes]] = []
     results: dict[str, Any] = {}
     try:
         prefix = f"bench{secrets.token_hex(3)}"
         me = str(Path(__file__).resolve())
-        procs.append(spawn([me, "--responder", server.url, prefix], tmp / "responder.log"))
+        procs.append(
+            spawn([me, "--responder", server.url, prefix, str(tmp / "nats")], tmp / "responder.log")
+        )
         first_line(procs[-1], "responder", tmp / "responder.log")
         results["nats_request_reply"] = asyncio.run(bench_nats(server.url, prefix, n))
-        serve, hooks_url = start_serve(server.url, prefix, tmp / "serve.log")
+        serve, hooks_url = start_serve(server.url, prefix, tmp / "serve.log", tmp / "nats")
         procs.append(serve)
         results["http_healthz"] = bench_http(hooks_url, n, healthz=True)
         results["serve_responder"] = bench_http(hooks_url, n, healthz=False)
         if with_worker and (REPO / "ingest" / "worker.py").exists():
-            prefix = f"bench{secrets.token_hex(3)}"
+            prefix = prefix2
             settings = tmp / "settings.json"
             hook = {
                 "type": "python",
@@ -265,9 +280,9 @@ def run(n: int, with_worker: bool) -> dict[str, Any]:
                         "-c",
                         "from ingest.cli import worker_cmd; worker_cmd()",
                         "--data-dir",
-                        str(tmp / "data"),
+                        str(tmp / "auth"),
                         "--nats",
-                        server.url,
+                        authed.url,
                         "--prefix",
                         prefix,
                         "--settings",
@@ -276,13 +291,14 @@ def run(n: int, with_worker: bool) -> dict[str, Any]:
                     tmp / "worker.log",
                 )
             )
-            serve, hooks_url = start_serve(server.url, prefix, tmp / "serve2.log")
+            serve, hooks_url = start_serve(authed.url, prefix, tmp / "serve2.log", tmp / "auth")
             procs.append(serve)
             results["serve_worker_python"] = bench_http(hooks_url, n, healthz=False)
     finally:
         for p in reversed(procs):
             stop(p)
         stop_embedded(tmp / "nats")
+        stop_embedded(tmp / "auth")
         shutil.rmtree(tmp, ignore_errors=True)
     return results
 
@@ -291,7 +307,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--no-worker", action="store_true", help="skip the real-worker run")
-    ap.add_argument("--responder", nargs=2, metavar=("NATS_URL", "PREFIX"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--responder", nargs=3, metavar=("NATS_URL", "PREFIX", "DATA_DIR"), help=argparse.SUPPRESS
+    )
     args = ap.parse_args()
     if args.responder:
         asyncio.run(responder(*args.responder))
