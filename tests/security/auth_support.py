@@ -1,0 +1,108 @@
+"""Helpers of the security tests: hookaudit as subprocesses, a worker that can be waited for."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+POLICY = REPO / "infra" / "policies" / "security.json"
+DENY_REASON = "piping a download into a shell is not allowed"
+
+
+def env() -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("HOOKAUDIT_")}
+    e["PYTHONPATH"] = str(REPO)
+    return e
+
+
+def pre_tool_use(command: str) -> bytes:
+    return json.dumps(
+        {
+            "hook_event_name": "PreToolUse",
+            "session_id": "attack",
+            "cwd": "/tmp",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+        }
+    ).encode()
+
+
+@dataclass
+class Proc:
+    code: int
+    stdout: str
+    stderr: str
+
+
+async def hookaudit(*args: str, stdin: bytes = b"", timeout: float = 60.0) -> Proc:
+    p = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "hookaudit",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+        env=env(),
+    )
+    out, err = await asyncio.wait_for(p.communicate(stdin), timeout)
+    assert p.returncode is not None
+    return Proc(p.returncode, out.decode(), err.decode())
+
+
+def decision(p: Proc) -> str:
+    """'deny: <reason>' for a PreToolUse deny on stdout, 'allow' for silence with exit 0."""
+    if p.code == 0 and not p.stdout.strip():
+        return "allow"
+    hso = json.loads(p.stdout)["hookSpecificOutput"]
+    return f"{hso['permissionDecision']}: {hso.get('permissionDecisionReason', '')}"
+
+
+def start_worker(data_dir: Path, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hookaudit",
+            "worker",
+            "--data-dir",
+            str(data_dir),
+            "--settings",
+            f"project:{POLICY}",
+            "--batch",
+            "16",
+            *extra,
+        ],
+        cwd=REPO,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> str:
+    """SIGTERM the process, wait, and return its stderr."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err.decode(errors="replace")
+
+
+def wait_for(predicate: object, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
