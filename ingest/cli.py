@@ -425,3 +425,13 @@ def log_seal(data_dir: Path | None, worker_name: str) -> None:
     click.echo(
         f"sealed {worker_name} segment {entry.seq}: records {entry.first_seq}-{entry.last_seq}"
     )
+
+
+def _add_key_commands() -> None:
+    from ingest.cli_natskeys import creds_cmd, keys_cmd
+
+    nats_group.add_command(keys_cmd)
+    nats_group.add_command(creds_cmd)
+
+
+_add_key_commands()

@@ -37,6 +37,7 @@ __all__ = [
     "Role",
     "auth_dir",
     "authorization_block",
+    "ensure_keys_in",
     "ensure_role_keys",
     "new_seed",
     "permissions",
@@ -199,7 +200,12 @@ def ensure_role_keys(data_dir: Path) -> dict[str, str]:
         >>> ensure_role_keys(Path("/tmp/ha"))["emitter"][:1]  # doctest: +SKIP
         'U'
     """
-    d = private_dir(auth_dir(data_dir))
+    return ensure_keys_in(auth_dir(data_dir))
+
+
+def ensure_keys_in(directory: Path) -> dict[str, str]:
+    """`ensure_role_keys` for any directory (``hookaudit nats keys --dir``)."""
+    d = private_dir(directory)
     keys: dict[str, str] = {}
     for role in ROLES:
         path = d / f"{role}{_SEED_SUFFIX}"

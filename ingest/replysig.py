@@ -35,6 +35,7 @@ __all__ = [
     "Signer",
     "Verifier",
     "ensure_reply_key",
+    "ensure_reply_key_in",
     "reply_public_path",
     "reply_seed_path",
     "trusted_verifier",
@@ -65,17 +66,24 @@ def ensure_reply_key(data_dir: Path) -> Path:
         >>> ensure_reply_key(Path("/tmp/ha")).name  # doctest: +SKIP
         'reply.nk'
     """
+    seed_path = reply_seed_path(data_dir)
+    ensure_reply_key_in(seed_path.parent)
+    return seed_path
+
+
+def ensure_reply_key_in(directory: Path) -> str:
+    """Create ``reply.nk`` (0600) and ``reply.pub`` in `directory` if missing; the public key."""
     from ingest.natsauth import new_seed, private_dir, public_key, write_private
 
-    seed_path = reply_seed_path(data_dir)
-    pub_path = reply_public_path(data_dir)
-    private_dir(seed_path.parent)
+    seed_path = directory / "reply.nk"
+    pub_path = directory / "reply.pub"
+    private_dir(directory)
     if not seed_path.is_file():
         write_private(seed_path, new_seed() + b"\n")
     pub = public_key(seed_path.read_bytes())
     if not pub_path.is_file() or pub_path.read_text().strip() != pub:
         write_private(pub_path, pub.encode() + b"\n")
-    return seed_path
+    return pub
 
 
 def _decode_public(key: str, where: str) -> bytes:

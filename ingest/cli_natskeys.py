@@ -1,0 +1,88 @@
+"""`hookaudit nats keys` (credentials for your own server) and `hookaudit nats creds ROLE`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ingest.protocol import default_data_dir
+
+__all__ = ["creds_cmd", "keys_cmd"]
+
+_ROLES = ["emitter", "worker", "siem", "analyst"]
+
+
+@click.command("keys")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Where to write the seeds (0600, in a 0700 dir) and users.conf.",
+)
+def keys_cmd(directory: Path) -> None:
+    """Make one nkey per role and the server's users.conf, for a self-managed nats-server.
+
+    Existing seeds are kept (run it again to rewrite users.conf). users.conf holds only
+    public keys: include it from the server config (infra/nats/auth.conf does). Hand each
+    seed only to the hosts of its role: `--nkey DIR/emitter.nk` for emit and serve,
+    `DIR/worker.nk` for workers, `DIR/siem.nk` for siem, `DIR/analyst.nk` for status.
+    reply.nk is the workers' decision-signing seed (`worker --reply-key`); give its
+    reply.pub to emitters (`--worker-key` or HOOKAUDIT_WORKER_KEY).
+
+    \b
+    Example:
+      hookaudit nats keys --dir /etc/hookaudit/nats
+      nats-server -c infra/nats/auth.conf   # after copying users.conf next to it
+    """
+    from engine.errors import HookauditError
+    from ingest.natsauth import authorization_block, ensure_keys_in, write_private
+    from ingest.replysig import ensure_reply_key_in
+
+    try:
+        keys = ensure_keys_in(directory)
+        pub = ensure_reply_key_in(directory)
+        conf = directory / "users.conf"
+        head = "# hookaudit roles: made by `hookaudit nats keys`; public keys only.\n"
+        write_private(conf, (head + authorization_block(keys)).encode())
+    except (HookauditError, OSError) as e:
+        click.echo(f"hookaudit: nats keys: {e}", err=True)
+        raise SystemExit(1) from None
+    for role in _ROLES:
+        click.echo(f"{role}: {directory / (role + '.nk')}  {keys[role]}")
+    click.echo(f"reply: {directory / 'reply.nk'}  {pub}")
+    click.echo(f'server: copy {conf} next to its config, which says: include "users.conf"')
+
+
+@click.command("creds")
+@click.argument("role", type=click.Choice(_ROLES))
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    envvar="HOOKAUDIT_DATA_DIR",
+    help="The data dir of the embedded server (env HOOKAUDIT_DATA_DIR).",
+)
+def creds_cmd(role: str, data_dir: Path | None) -> None:
+    """Print the path of ROLE's nkey seed for the embedded server (for tools of your own).
+
+    hookaudit's commands find their key by themselves; this is for a `nats` CLI or a
+    client of yours: `nats --server URL --nkey "$(hookaudit nats creds analyst)" ...`.
+
+    \b
+    Example:
+      hookaudit nats creds siem --data-dir ./data
+    """
+    from ingest.natsauth import auth_dir, role_credentials
+
+    d = data_dir or default_data_dir()
+    path = role_credentials(d, role)  # type: ignore[arg-type]
+    if path is None:
+        click.echo(
+            f"hookaudit: {auth_dir(d)}/{role}.nk does not exist: run `hookaudit nats up "
+            f"--data-dir {d}` first",
+            err=True,
+        )
+        raise SystemExit(1)
+    click.echo(str(path))

@@ -1,0 +1,63 @@
+"""Every nats-server config under infra/nats is valid, and its roles are the embedded server's."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ingest import embedded
+from ingest.natsauth import ROLES, authorization_block
+
+INFRA = Path(__file__).resolve().parents[2] / "infra" / "nats"
+CONFIGS = sorted(INFRA.rglob("*.conf"))
+
+
+def test_there_are_configs_to_check() -> None:
+    assert {p.name for p in CONFIGS} >= {"single.conf", "auth.conf", "users.conf"}
+
+
+@pytest.mark.parametrize("conf", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_nats_server_accepts(conf: Path) -> None:
+    p = subprocess.run(
+        [embedded.find_nats_server(), "-t", "-c", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert p.returncode == 0 and "is valid" in p.stderr, p.stderr
+
+
+def test_users_conf_has_the_embedded_servers_roles_and_permissions() -> None:
+    text = (INFRA / "users.conf").read_text()
+    keys = re.findall(r'"nkey": "(U[A-Z2-7]{55})"', text)
+    assert len(keys) == len(ROLES)
+    body = text[text.index("authorization {") :]
+    assert body == authorization_block(dict(zip(ROLES, keys, strict=True)))
+
+
+def test_nats_keys_writes_a_users_conf_the_server_accepts(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ingest.cli_natskeys import keys_cmd
+
+    r = CliRunner().invoke(keys_cmd, ["--dir", str(tmp_path / "k")])
+    assert r.exit_code == 0, r.output
+    conf = tmp_path / "k" / "server.conf"  # nats-server includes relative to the config
+    conf.write_text('listen: 127.0.0.1:4222\ninclude "users.conf"\n')
+    p = subprocess.run(
+        [embedded.find_nats_server(), "-t", "-c", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    assert sorted(x.name for x in (tmp_path / "k").iterdir()) == sorted(
+        [f"{r}.nk" for r in ROLES] + ["reply.nk", "reply.pub", "users.conf", "server.conf"]
+    )
+    made = [x for x in (tmp_path / "k").iterdir() if x.name != "server.conf"]
+    assert all((x.stat().st_mode & 0o777) == 0o600 for x in made)
