@@ -37,6 +37,7 @@ ANY_VALUE = {("demo", "--seed")}
 REQUIRED = {
     "--settings": f"project:{POLICY}",
     "--worker": "w1",
+    "--dir": "keys",
     "statement": "SELECT 1",
     "settings": str(POLICY),
     "name": "denied",
