@@ -32,6 +32,7 @@ __all__ = [
     "CATALOG",
     "EventSpec",
     "Exit2",
+    "field_types",
     "is_known",
     "match_query",
     "spec",
@@ -209,6 +210,61 @@ _SPECS: tuple[EventSpec, ...] = (
 )
 
 CATALOG: dict[str, EventSpec] = {s.name: s for s in _SPECS}
+
+
+JsonKind = Literal["string", "object", "array", "boolean", "number"]
+
+# The JSON type of each documented input field (spec §2), checked on input by
+# `engine.payload`: common fields, then each event's own. A field may be absent; when
+# present (null included) it must have its type, so no hook ever sees e.g. a PreToolUse
+# whose `tool_input` is the string "rm -rf /".
+_COMMON_FIELDS: dict[str, JsonKind] = {
+    "hook_event_name": "string",
+    "session_id": "string",
+    "transcript_path": "string",
+    "cwd": "string",
+    "permission_mode": "string",
+    "agent_id": "string",
+    "agent_type": "string",
+}
+_TOOL_FIELDS: dict[str, JsonKind] = {
+    "tool_name": "string",
+    "tool_input": "object",
+    "tool_use_id": "string",
+}
+_EVENT_FIELDS: dict[str, dict[str, JsonKind]] = {
+    "PostToolUseFailure": {"error": "string", "is_interrupt": "boolean"},
+    "PermissionRequest": {"permission_suggestions": "array"},
+    "Notification": {"message": "string", "title": "string"},
+    "UserPromptSubmit": {"prompt": "string"},
+    "UserPromptExpansion": {"prompt": "string"},
+    "SessionStart": {"model": "string"},
+    "Stop": {"stop_hook_active": "boolean"},
+    "SubagentStop": {"stop_hook_active": "boolean", "agent_transcript_path": "string"},
+    "PostToolBatch": {"tool_calls": "array"},
+}
+
+
+def _fields_of(es: EventSpec) -> dict[str, JsonKind]:
+    out = dict(_COMMON_FIELDS)
+    if es.tool_event:
+        out.update(_TOOL_FIELDS)
+    if es.matcher_field is not None:
+        out[es.matcher_field] = "string"  # what a matcher is tested against is a string
+    out.update(_EVENT_FIELDS.get(es.name, {}))
+    return out
+
+
+_FIELDS: dict[str, dict[str, JsonKind]] = {s.name: _fields_of(s) for s in _SPECS}
+
+
+def field_types(name: str) -> Mapping[str, JsonKind]:
+    """The documented input fields of event `name` and their JSON types ({} if unknown).
+
+    >>> field_types("PreToolUse")["tool_input"]
+    'object'
+    """
+    return _FIELDS.get(name, {})
 
 
 def is_known(name: str) -> bool:

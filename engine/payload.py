@@ -1,7 +1,21 @@
-"""Checking an agent's hook input: the one validator `eval`, `emit` and `serve` share.
+"""Checking an agent's hook input: the one parser every entry point shares.
 
-Light on purpose (msgspec, the event catalog, the error types): `hookaudit emit` runs on
-every tool call and imports this without the rest of the engine.
+Rules of this file:
+- Every byte an agent (or anything on the wire) sent goes through `parse_payload` before
+  the engine reads it: `eval`, `emit`, `serve`, the worker (`Engine.start`) and replay.
+- Bounded: at most `MAX_EVENT_BYTES` bytes and `MAX_DEPTH` levels of nesting, checked
+  before anything recursive runs, so no later code path (msgspec, the engine, DuckDB's
+  views) can meet a RecursionError. The depth is measured over the bytes with C-speed
+  bytes operations (strings cut out, brackets kept, innermost pairs stripped a level a
+  round); Python loops only over the first 64 KiB or over malformed input.
+- One reading: a duplicate object key is rejected (I-JSON, RFC 7493 §2.3), so the engine
+  and every view read the same value; text must be UTF-8 (§2.1).
+- Typed: each field the event catalog documents must have its documented JSON type
+  (`engine.events.field_types`); a PreToolUse whose `tool_input` is a string is rejected.
+- Every failure is an `InvalidEvent` with a one-line message naming the limit or field.
+
+Light on purpose (stdlib, msgspec, the event catalog, the error types): `hookaudit emit`
+runs on every tool call and imports this without the rest of the engine.
 
 Example:
     >>> parse_payload(b'{"hook_event_name": "Stop"}')["hook_event_name"]
@@ -10,17 +24,146 @@ Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
 
 from engine.errors import InvalidEvent
-from engine.events import is_known
+from engine.events import field_types, is_known
 
-__all__ = ["MAX_EVENT_BYTES", "parse_payload"]
+__all__ = ["MAX_DEPTH", "MAX_EVENT_BYTES", "nesting_depth", "parse_payload"]
 
+#: The largest hook input accepted, in bytes.
 MAX_EVENT_BYTES = 8 * 1024 * 1024
+#: The deepest nesting of objects and arrays accepted (the event object itself is 1).
+#: Far below Python's recursion limit (1000), whatever the caller's stack depth.
+MAX_DEPTH = 64
+
 _decoder = msgspec.json.Decoder(dict[str, Any])
+_encoder = msgspec.json.Encoder()
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_PY_TYPE: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "object": dict,
+    "array": list,
+    "boolean": bool,
+}
+
+
+def _structure(raw: bytes) -> bytes:
+    """`raw` without its strings: only structure is left, at C speed.
+
+    Escaped backslashes, then escaped quotes, can only stand inside strings; once they
+    are gone every '"' opens or closes a string. (A backslash outside a string is
+    malformed JSON, where the decoder stops before any nesting that follows it.)
+    """
+    plain = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return b"".join(plain.split(b'"')[0::2])
+
+
+def nesting_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
+    """How deeply `raw`'s arrays and objects nest, counted up to `limit` + 1.
+
+    Strings are skipped; unbalanced brackets count as far as they go (the decoder then
+    reports the malformed JSON). Linear time, no recursion.
+
+    >>> nesting_depth(b'{"a": [[1], "[[["]}')
+    3
+    >>> nesting_depth(b"[" * 10_000, limit=64)
+    65
+    """
+    return _depth(_structure(raw).translate(None, _NOT_BRACKET), limit)
+
+
+def _depth(brackets: bytes, limit: int) -> int:
+    opens = brackets.count(b"[") + brackets.count(b"{")
+    if opens <= limit:  # cannot nest deeper than it opens
+        return _exact(brackets, limit) if len(brackets) <= 4 * limit else opens
+    # Strip innermost pairs, one level a round (C speed): balanced input that nests d <=
+    # `limit` deep is gone after exactly d rounds.
+    if _exact(brackets[:65536], limit) > limit:
+        return limit + 1  # the usual attack: deep at once, found in the first bytes
+    rest = brackets
+    for rounds in range(1, limit + 1):
+        shorter = rest.replace(b"[]", b"").replace(b"{}", b"")
+        if not shorter:
+            return rounds
+        if len(shorter) == len(rest):
+            break  # unbalanced: no pair left to strip
+        rest = shorter
+    # Deeper than `limit`, or unbalanced (malformed: count exactly, stop past the limit).
+    return _exact(brackets, limit)
+
+
+def _exact(brackets: bytes, limit: int) -> int:
+    depth = deepest = 0
+    for b in brackets:
+        if b in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif depth > 0:
+            depth -= 1
+    return deepest
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Duplicate(k)
+        out[k] = v
+    return out
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _duplicate_key(raw: bytes) -> str:
+    """The first duplicated key of `raw` (valid JSON, nesting already bounded)."""
+    try:
+        json.loads(raw, object_pairs_hook=_reject_duplicates)
+    except _Duplicate as d:
+        return d.key
+    return "?"  # not reached: the counts differed, so some object repeats a key
+
+
+_Checks = tuple[tuple[str, "type | tuple[type, ...]", str], ...]
+_CHECKS: dict[str, _Checks] = {}
+
+
+def _checks(name: str) -> _Checks:
+    checks = _CHECKS.get(name)
+    if checks is None:
+        checks = tuple((f, _PY_TYPE[k], k) for f, k in field_types(name).items())
+        _CHECKS[name] = checks
+    return checks
+
+
+def _check_types(name: str, payload: dict[str, Any], where: str) -> None:
+    for field, typ, kind in _checks(name):
+        if field in payload and not isinstance(payload[field], typ):
+            got = _type_name(payload[field])
+            raise InvalidEvent(where, f"{field}: expected a JSON {kind}, got {got} ({name})")
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    for kind, typ in _PY_TYPE.items():
+        if isinstance(value, typ):
+            return kind
+    return type(value).__name__
 
 
 def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
@@ -30,20 +173,50 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
     Traceback (most recent call last):
     ...
     engine.errors.InvalidEvent: <stdin>: expected a JSON object
+    >>> parse_payload(b'{"hook_event_name": "Stop", "a": 1, "a": 2}', "<stdin>")
+    Traceback (most recent call last):
+    ...
+    engine.errors.InvalidEvent: <stdin>: duplicate key 'a' (I-JSON, RFC 7493: one reading only)
     """
+    if isinstance(raw, str):
+        try:
+            raw = raw.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidEvent(where, f"not UTF-8: {exc.reason} at {exc.start}") from exc
     if len(raw) > MAX_EVENT_BYTES:
-        raise InvalidEvent(where, f"event larger than {MAX_EVENT_BYTES} bytes")
+        raise InvalidEvent(
+            where, f"event of {len(raw)} bytes exceeds the limit of {MAX_EVENT_BYTES} bytes"
+        )
     if not raw.strip():
         raise InvalidEvent(where, "empty input: expected the hook event JSON")
+    # Brackets and colons inside strings only add to the counts: when the raw counts
+    # already pass, the string-free structure is never built (the usual event).
+    structure = None
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        structure = _structure(raw)
+        if _depth(structure.translate(None, _NOT_BRACKET), MAX_DEPTH) > MAX_DEPTH:
+            raise InvalidEvent(where, f"JSON nested deeper than the limit of {MAX_DEPTH} levels")
     try:
         payload = _decoder.decode(raw)
     except msgspec.ValidationError as exc:
         raise InvalidEvent(where, "expected a JSON object") from exc
     except msgspec.DecodeError as exc:
-        raise InvalidEvent(where, f"malformed JSON: {exc}") from exc
+        why = str(exc)
+        if "UTF-8" in why:
+            raise InvalidEvent(where, f"not UTF-8: {why}") from exc
+        raise InvalidEvent(where, f"malformed JSON: {why}") from exc
+    # Outside strings a ':' follows a key and nothing else. The decoded payload, encoded
+    # again, has one per key it kept: fewer than the input's means an object repeated a key
+    # (the decoder kept the last value, DuckDB's JSON functions read the first).
+    if structure is None:
+        structure = _structure(raw)
+    if structure.count(b":") != _structure(_encoder.encode(payload)).count(b":"):
+        key = _duplicate_key(raw)
+        raise InvalidEvent(where, f"duplicate key {key!r} (I-JSON, RFC 7493: one reading only)")
     name = payload.get("hook_event_name")
     if not isinstance(name, str) or not name:
         raise InvalidEvent(where, "hook_event_name: missing or not a string")
     if not is_known(name):
-        raise InvalidEvent(where, f"hook_event_name: unknown hook event {name!r}")
+        raise InvalidEvent(where, f"hook_event_name: unknown hook event {name[:100]!r}")
+    _check_types(name, payload, where)
     return payload

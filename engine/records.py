@@ -29,10 +29,13 @@ import msgspec
 
 __all__ = [
     "ENGINE_VERSION",
+    "DecidedBy",
+    "Fallback",
     "HookEvent",
     "HookIdentity",
     "HookRun",
     "Outcome",
+    "Rejection",
     "RunOutcome",
     "canonical_bytes",
     "chain_hash",
@@ -50,6 +53,10 @@ __all__ = [
 ENGINE_VERSION = "0.1.0"
 
 RunOutcome = Literal["allow", "deny", "error", "noop"]
+#: Who decided what the agent was told: the engine (`policy`), the emitter or gateway on
+#: its own (`fallback`: timeout, NATS down, fail open/closed), or nobody because the input
+#: was refused (`rejected`).
+DecidedBy = Literal["policy", "fallback", "rejected"]
 
 
 def uuid7(ts_ms: int | None = None) -> str:
@@ -67,6 +74,40 @@ def uuid7(ts_ms: int | None = None) -> str:
     value |= rand & ((1 << 62) - 1)
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class Fallback(msgspec.Struct, frozen=True, kw_only=True):
+    """What an emitter (`emit`, `serve`) answered the agent by itself, and why.
+
+    Carried by a spooled event, or by a follow-up notice after a timeout, so the log
+    records what the agent experienced, not only what the policy would have said.
+    `notice` is set on the follow-up: a copy of an event already published, which the
+    worker records without evaluating it again.
+    """
+
+    by: str
+    why: str
+    fail: str
+    blocked: bool
+    decision: str | None = None
+    reason: str | None = None
+    notice: bool = False
+
+
+class Rejection(msgspec.Struct, frozen=True, kw_only=True):
+    """Input that was refused before any policy ran: how big it was, its digest, why.
+
+    `stage` is who refused it (``emit``, ``serve``, ``worker``); `kept` how many of its
+    bytes are kept under ``<data-dir>/rejects/``; `head` its start as text (invalid UTF-8
+    replaced), so the record's payload stays ``{}`` and every view can still parse it.
+    """
+
+    stage: str
+    reason: str
+    size: int
+    sha256: str
+    kept: int = 0
+    head: str = ""
 
 
 class HookEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -94,6 +135,8 @@ class HookEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     permission_mode: str | None = None
     agent_id: str | None = None
     agent_type: str | None = None
+    fallback: Fallback | None = None
+    rejected: Rejection | None = None
 
 
 class HookIdentity(msgspec.Struct, frozen=True, kw_only=True):
@@ -154,7 +197,13 @@ class HookRun(msgspec.Struct, frozen=True, gc=False):
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
-    """The engine's aggregated answer to one HookEvent, as appended to the log."""
+    """The engine's aggregated answer to one HookEvent, as appended to the log.
+
+    `decided_by` says whose answer the agent got: ``policy`` (this record's decision is
+    the engine's), ``fallback`` (emit or serve answered alone: `event.fallback` holds what
+    and why, and `blocked`/`decision`/`reason` are that answer; the policy's own verdict
+    is in `runs`) or ``rejected`` (the input was refused: `event.rejected` holds why).
+    """
 
     event: HookEvent
     settings_id: str
@@ -173,6 +222,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     runs: list[HookRun] = msgspec.field(default_factory=list)
     errors: list[str] = msgspec.field(default_factory=list)
     replay_id: str | None = None
+    decided_by: DecidedBy = "policy"
     worker: str = ""
     seq: int = 0
     appended: datetime | None = None
@@ -233,6 +283,7 @@ def new_event(
     user: str | None = None,
     event_id: str | None = None,
     ts: datetime | None = None,
+    rejected: Rejection | None = None,
 ) -> HookEvent:
     """Wrap an agent's hook input as a HookEvent with a fresh UUIDv7 id.
 
@@ -256,6 +307,7 @@ def new_event(
         permission_mode=_str_or_none(payload.get("permission_mode")),
         agent_id=_str_or_none(payload.get("agent_id")),
         agent_type=_str_or_none(payload.get("agent_type")),
+        rejected=rejected,
     )
 
 

@@ -25,8 +25,6 @@ from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import msgspec
-
 from engine.effects import Executor, Invocation, RawResult, RunHooks
 from engine.events import ALL_TYPES
 from engine.executors.python import PythonExecutor
@@ -40,8 +38,6 @@ __all__ = ["Engine", "MissingExecutor", "parse_payload"]
 
 Posture = Literal["compat", "enforcing"]
 Profile = Literal["current", "legacy"]
-
-_payload_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
 class MissingExecutor:
@@ -198,15 +194,24 @@ class Engine:
         return started if isinstance(started, Outcome) else await started
 
     def start(
-        self, event: HookEvent, eff: Effective, *, replay_id: str | None = None
+        self,
+        event: HookEvent,
+        eff: Effective,
+        *,
+        replay_id: str | None = None,
+        payload: Mapping[str, Any] | None = None,
     ) -> Outcome | Coroutine[Any, Any, Outcome]:
         """Evaluate without the event loop when no hook needs I/O.
 
         Returns the Outcome at once when no hook matched or every matched hook is a
         sync python hook; otherwise a coroutine to await. Workers use this to keep
         the common case free of task overhead.
+
+        The payload goes through `parse_payload` (bounded, one reading, typed) unless the
+        caller passes the result of that parse; InvalidEvent says why it cannot be used.
         """
-        payload = _payload_decoder.decode(event.payload)
+        if payload is None:
+            payload = parse_payload(event.payload, f"event {event.id}")
         flow = self._flow(event.event, payload, event.payload.encode(), eff)
         try:
             effect = next(flow)

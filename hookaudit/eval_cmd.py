@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from engine.errors import HookauditError
+from engine.errors import HookauditError, InvalidEvent
 from engine.records import HookRun
 from hookaudit.lint_cmd import refuse_unless_clean, strict_option
 
@@ -151,40 +151,73 @@ def eval_cmd(
              "tool_input":{"command":"rm -rf /"},"cwd":"/tmp","session_id":"s"}' |
         hookaudit eval --settings project:infra/policies/security.json --format json
     """
+    from engine.failclosed import closed_answer, exit_now, guard_process, one_line
+
+    # With --format claude under the enforcing posture this process is a hook that fails
+    # closed: whatever goes wrong (bad input, bad settings, a bug, an exception at exit)
+    # it exits 2 with the reason on stderr, which blocks; never exit 1, which would not.
+    closed = fmt == "claude" and posture == "enforcing"
+    guard_process("hookaudit eval", closed=closed)
+    try:
+        _eval(
+            settings_specs, event_path, posture, profile, fmt, lenient, mcp_configs, wait_async,
+            strict,
+        )
+    except SystemExit as exc:
+        if closed and exc.code not in (0, None):  # e.g. --strict refusing the settings
+            exit_now(*closed_answer(f"exit {exc.code} without a decision", "hookaudit eval"))
+        raise
+    except HookauditError as exc:
+        if closed:
+            exit_now(*closed_answer(str(exc), "hookaudit eval"))
+        _fail(str(exc))
+    except BaseException as exc:
+        if closed:
+            exit_now(*closed_answer(f"internal error: {one_line(exc)}", "hookaudit eval"))
+        _fail(f"internal error: {one_line(exc)}")
+
+
+def _eval(
+    settings_specs: tuple[str, ...],
+    event_path: str,
+    posture: str | None,
+    profile: str,
+    fmt: str,
+    lenient: bool,
+    mcp_configs: tuple[str, ...],
+    wait_async: bool,
+    strict: bool,
+) -> None:
     from engine.records import new_event
     from engine.run import Engine, parse_payload
     from engine.sources import discover, load_sources, parse_scoped
 
-    try:
-        if event_path == "-":
-            raw = sys.stdin.buffer.read()
-            where = "<stdin>"
-        else:
-            where = event_path
-            try:
-                raw = Path(event_path).read_bytes()
-            except OSError as exc:
-                _fail(f"{event_path}: cannot read: {exc.strerror or exc}")
-        payload = parse_payload(raw, where)
-        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else str(Path.cwd())
-        specs = [parse_scoped(s) for s in settings_specs] or discover(str(cwd))
-        if strict:
-            refuse_unless_clean("eval", [f"{scope}:{path}" for scope, path in specs])
-        from engine.sources import find_project_root
+    if event_path == "-":
+        raw = sys.stdin.buffer.read()
+        where = "<stdin>"
+    else:
+        where = event_path
+        try:
+            raw = Path(event_path).read_bytes()
+        except OSError as exc:
+            raise InvalidEvent(event_path, f"cannot read: {exc.strerror or exc}") from exc
+    payload = parse_payload(raw, where)
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else str(Path.cwd())
+    specs = [parse_scoped(s) for s in settings_specs] or discover(str(cwd))
+    if strict:
+        refuse_unless_clean("eval", [f"{scope}:{path}" for scope, path in specs])
+    from engine.sources import find_project_root
 
-        eff = load_sources(specs, strict=not lenient, project_dir=find_project_root(str(cwd)))
-        for w in eff.warnings:
-            click.echo(f"hookaudit eval: warning: {w}", err=True)
-        event = new_event(payload, raw=raw.decode("utf-8", errors="replace"), source="eval")
-        engine = Engine(
-            _mcp_executors(mcp_configs, find_project_root(str(cwd))),
-            profile=profile,  # type: ignore[arg-type]
-            posture=posture,  # type: ignore[arg-type]
-        )
-        outcome = asyncio.run(_evaluate(engine, event, eff, wait_async))
-    except HookauditError as exc:
-        _fail(str(exc))
-        return
+    eff = load_sources(specs, strict=not lenient, project_dir=find_project_root(str(cwd)))
+    for w in eff.warnings:
+        click.echo(f"hookaudit eval: warning: {w}", err=True)
+    event = new_event(payload, raw=raw.decode("utf-8"), source="eval")
+    engine = Engine(
+        _mcp_executors(mcp_configs, find_project_root(str(cwd))),
+        profile=profile,  # type: ignore[arg-type]
+        posture=posture,  # type: ignore[arg-type]
+    )
+    outcome = asyncio.run(_evaluate(engine, event, eff, wait_async, payload))
     if fmt == "json":
         doc = evaluation_json(outcome)
         if wait_async:
@@ -196,6 +229,7 @@ def eval_cmd(
         _print_table(outcome)
     else:
         from engine.claude_output import render_claude
+        from engine.failclosed import exit_now
         from engine.verdict import Decision
 
         d = Decision(
@@ -211,12 +245,7 @@ def eval_cmd(
             errors=list(outcome.errors),
         )
         out, err, code = render_claude(outcome.event.event, d, profile=profile)  # type: ignore[arg-type]
-        if out:
-            sys.stdout.write(out if out.endswith("\n") else out + "\n")
-        if err:
-            sys.stderr.write(err if err.endswith("\n") else err + "\n")
-        sys.stdout.flush()
-        sys.exit(code)
+        exit_now(out, err, code)  # no interpreter teardown after the answer
 
 
 def _mcp_executors(configs: tuple[str, ...], project_root: str | None) -> dict[str, Any]:
@@ -231,9 +260,10 @@ def _mcp_executors(configs: tuple[str, ...], project_root: str | None) -> dict[s
     return {"mcp_tool": McpExecutor(load_mcp_config(paths))}
 
 
-async def _evaluate(engine: Any, event: Any, eff: Any, wait_async: bool) -> Any:
+async def _evaluate(engine: Any, event: Any, eff: Any, wait_async: bool, payload: Any) -> Any:
     try:
-        outcome = await engine.evaluate(event, eff)
+        started = engine.start(event, eff, payload=payload)
+        outcome = started if not asyncio.iscoroutine(started) else await started
         if wait_async and any(r.pending for r in outcome.runs):
             late = await engine.executors["command"].registry.drain(timeout=None)
             _LATE.extend(_late_json(inv, raw) for inv, raw in late)

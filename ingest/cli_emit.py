@@ -134,6 +134,29 @@ def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
     Example:
       echo '{"hook_event_name":"Stop","session_id":"s1"}' | hookaudit emit --nats nats://127.0.0.1:4222
     """
+    from engine.failclosed import closed_answer, guard_process, one_line
+
+    closed = fail == "closed"
+    # Whatever escapes below (even at exit) blocks when failing closed, never exit 1.
+    guard_process("hookaudit emit", closed=closed)
+    try:
+        result = _run(source, wait, timeout, fail, kw)
+    except Exception as e:  # a bug must not block the agent unless it asked for closed
+        why = f"internal error: {one_line(e)}"
+        if closed:
+            out, err, code = closed_answer(why, "hookaudit emit")
+        else:
+            out, err, code = "", f"hookaudit emit: {why}; proceeding (--fail open)", 0
+        _write(sys.stdout, out)
+        _write(sys.stderr, err)
+        _exit(code)
+        return
+    _write(sys.stdout, result.stdout)
+    _write(sys.stderr, result.stderr)
+    _exit(result.exit_code)
+
+
+def _run(source: str, wait: bool, timeout: float, fail: str, kw: dict[str, Any]) -> Any:
     from ingest.emit import EmitOptions, read_input
     from ingest.emit import emit as run_emit
 
@@ -147,10 +170,13 @@ def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
     if sys.stdin is not None and sys.stdin.isatty():
         raise click.UsageError("reads the hook event JSON on stdin, as Claude Code pipes it")
     stdin = None if sys.stdin is None else sys.stdin.buffer
-    result = run_emit(read_input(stdin), opts)
-    _write(sys.stdout, result.stdout)
-    _write(sys.stderr, result.stderr)
-    _exit(result.exit_code)
+    raw = read_input(stdin)
+    full = None
+    if stdin is not None and len(raw) > opts.max_bytes():
+        from ingest.emit import drain
+
+        full = drain(stdin, raw)  # too large: read the rest, to record its size and sha256
+    return run_emit(raw, opts, full=full)
 
 
 def _write(stream: Any, text: str) -> None:
@@ -158,7 +184,7 @@ def _write(stream: Any, text: str) -> None:
         if text:
             stream.write(text if text.endswith("\n") else text + "\n")
         stream.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         pass  # the agent closed the pipe; the exit code still speaks
 
 

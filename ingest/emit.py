@@ -25,9 +25,8 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
+import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
@@ -36,7 +35,15 @@ import msgspec
 from engine.errors import HookauditError, InvalidEvent, Unavailable
 from engine.events import is_known, spec
 from engine.payload import MAX_EVENT_BYTES, parse_payload
-from engine.records import HookEvent, Outcome, encode_json, encode_msgpack, new_event, uuid7
+from engine.records import (
+    Fallback,
+    HookEvent,
+    Outcome,
+    Rejection,
+    encode_json,
+    encode_msgpack,
+    new_event,
+)
 from ingest.natsopts import NatsArgs
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply
 from ingest.spool import FlushReport, Sent, Spool, has_pending
@@ -168,6 +175,25 @@ def read_input(stream: BinaryIO | None, limit: int = MAX_EVENT_BYTES) -> bytes:
     return b"".join(chunks)
 
 
+def drain(stream: BinaryIO, head: bytes) -> Rejection:
+    """Read what is left of an oversized input; its size and sha256 (of all of it, `head`
+    included), for the reject record. Reads in 1 MiB chunks; keeps nothing more.
+
+    Example:
+        >>> import io
+        >>> drain(io.BytesIO(b"cd"), b"ab").size
+        4
+    """
+    import hashlib
+
+    h = hashlib.sha256(head)
+    size = len(head)
+    while chunk := stream.read(1 << 20):
+        h.update(chunk)
+        size += len(chunk)
+    return Rejection(stage="emit", reason="", size=size, sha256=h.hexdigest())
+
+
 def validate(raw: bytes, where: str = "<stdin>") -> tuple[dict[str, Any], str]:
     """Check an agent's hook input (`engine.payload.parse_payload`); return (payload, text).
 
@@ -187,26 +213,20 @@ def validate(raw: bytes, where: str = "<stdin>") -> tuple[dict[str, Any], str]:
     return payload, text
 
 
-def keep_reject(data_dir: Path, raw: bytes) -> Path:
-    """Keep bad input (its first MAX_EVENT_BYTES) as ``<data_dir>/rejects/<utc-ts>-<uuid>.bin``.
+def keep_reject(
+    data_dir: Path, raw: bytes, reason: str = "", *, full: Rejection | None = None
+) -> Path:
+    """Keep bad input (its first MAX_EVENT_BYTES) under ``<data_dir>/rejects/``, with a note
+    of its full size, its sha256 and why (`ingest.rejects.keep`); return the kept file.
 
     Example:
         >>> keep_reject(Path("/tmp/ha"), b"not json").name  # doctest: +SKIP
         '20250101T120000.123456Z-0194....bin'
     """
-    rejects = data_dir / "rejects"
-    rejects.mkdir(mode=0o700, parents=True, exist_ok=True)
-    ts = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    path = rejects / f"{ts}-{uuid7()}.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(raw)[:MAX_EVENT_BYTES]
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return path
+    from ingest.rejects import keep
+
+    kept = keep(data_dir, raw, reason, stage="emit", full=full)
+    return Path(kept.path)
 
 
 # -- options ----------------------------------------------------------------------------
@@ -264,6 +284,10 @@ class EmitOptions(msgspec.Struct, frozen=True, kw_only=True):
     fail: FailMode = "open"
     flush_budget: float = 2.0
 
+    def max_bytes(self) -> int:
+        """The largest event accepted (`engine.payload.MAX_EVENT_BYTES`)."""
+        return MAX_EVENT_BYTES
+
     def budget(self) -> float:
         """A bound on the whole delivery, over the bounds of its steps."""
         t = self.target
@@ -277,8 +301,11 @@ class EmitOptions(msgspec.Struct, frozen=True, kw_only=True):
 # -- emitting ---------------------------------------------------------------------------
 
 
-def emit(raw: bytes, opts: EmitOptions) -> Result:
+def emit(raw: bytes, opts: EmitOptions, *, full: Rejection | None = None) -> Result:
     """Validate `raw`, publish it as a HookEvent and (with `wait`) render the decision.
+
+    `full` describes the whole input when `raw` is only its start (stdin was larger
+    than any event may be): its size and sha256 then go into the reject record.
 
     Example:
         >>> r = emit(b'{"hook_event_name": "Stop"}', EmitOptions(target=Target(data_dir=d)))  # doctest: +SKIP
@@ -288,7 +315,7 @@ def emit(raw: bytes, opts: EmitOptions) -> Result:
     try:
         payload, text = validate(raw)
     except InvalidEvent as e:
-        return _bad_input(raw, opts, e)
+        return _bad_input(raw, opts, e, full)
     event = new_event(payload, raw=text, source=opts.source)
     spool = Spool(opts.target.data_dir)
     _quiet_nats_logs()
@@ -298,15 +325,60 @@ def emit(raw: bytes, opts: EmitOptions) -> Result:
         return _undelivered(event, opts, spool, f"internal error: {type(e).__name__}: {e}")
 
 
-def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent) -> Result:
+def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection | None) -> Result:
+    """Refused input never vanishes: it is kept on disk and recorded in the log.
+
+    The log gets a stub event (payload ``{}``) carrying the Rejection (size, sha256,
+    reason, its start as text), published like any event, or spooled when NATS is down;
+    the worker records it as ``decided_by = 'rejected'``.
+    """
     try:
-        kept = f"; input kept in {keep_reject(opts.target.data_dir, raw)}"
+        kept = f"; input kept in {keep_reject(opts.target.data_dir, raw, str(err), full=full)}"
     except OSError as e:
         kept = f"; input NOT kept: {e}"
+    from ingest.rejects import rejection
+
+    r = rejection(raw, str(err), stage="emit")
+    if full is not None:
+        r = msgspec.structs.replace(r, size=full.size, sha256=full.sha256)
+    stub = _reject_stub(raw, r, opts.source)
+    try:
+        _quiet_nats_logs()
+        asyncio.run(_record_reject(stub, opts, Spool(opts.target.data_dir)))
+    except Exception as e:  # the reject is on disk already; say that the log missed it
+        kept += f"; not recorded in the log: {type(e).__name__}: {e}"
     line = f"hookaudit emit: {err}{kept}"
     if opts.fail == "closed":
         return Result("rejected", stderr=line, exit_code=2)
     return Result("rejected", stderr=line)
+
+
+_EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
+
+
+def _reject_stub(raw: bytes, r: Rejection, source: str) -> HookEvent:
+    """The event recorded for refused input: the event name when it says one, payload {}."""
+    m = _EVENT_NAME.search(raw[: 1 << 20])
+    name = m.group(1).decode() if m and is_known(m.group(1).decode()) else "unknown"
+    return new_event({"hook_event_name": name}, raw="{}", source=source, rejected=r)
+
+
+async def _record_reject(stub: HookEvent, opts: EmitOptions, spool: Spool) -> None:
+    async with asyncio.timeout(opts.budget()):
+        try:
+            nc = await _connect(opts.target)
+        except HookauditError:
+            spool.append(stub)
+            return
+        try:
+            sent = await Publisher(nc, opts.target)(stub)
+            if sent.rejected is not None:
+                raise Unavailable(sent.rejected)
+        except HookauditError:
+            spool.append(stub)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), timeout=1.0)
 
 
 def _undelivered(
@@ -315,24 +387,71 @@ def _undelivered(
     """NATS could not take the event: spool it, then act per the fail mode.
 
     Observe mode stays silent when NATS is merely unavailable, but an operator's
-    mistake (credentials, TLS, a conflicting stream) is reported on stderr.
+    mistake (credentials, TLS, a conflicting stream) is reported on stderr. A waiting
+    emitter answers by itself, so the spooled event carries that answer (`Fallback`):
+    its record will say what the agent was told.
     """
+    answer = None
+    if opts.wait:
+        answer = fail_result(
+            event.event, opts.fail, f"no decision: {why}; event spooled", status="spooled"
+        )
+        event = msgspec.structs.replace(
+            event, fallback=fallback(event.event, opts.fail, f"spooled: {why}", answer)
+        )
     try:
         spool.append(event)
     except Unavailable as e:
         return fail_result(
             event.event, opts.fail, f"event lost: {why}; and spooling failed: {e}", status="lost"
         )
-    if opts.wait:
-        return fail_result(
-            event.event, opts.fail, f"no decision: {why}; event spooled", status="spooled"
-        )
+    if answer is not None:
+        return answer
     if isinstance(why, HookauditError) and not isinstance(why, Unavailable):
         return Result("spooled", stderr=f"hookaudit emit: {why}; event spooled")
     return Result("spooled")
 
 
+def fallback(
+    event: str, fail: FailMode, why: str, answer: Result, *, notice: bool = False
+) -> Fallback:
+    """What the agent was told without a decision (`answer`), as the log records it.
+
+    Example:
+        >>> r = fail_result("Stop", "closed", "no decision", status="no-decision")
+        >>> fallback("Stop", "closed", "timeout", r).blocked
+        True
+    """
+    blocked = answer.exit_code == 2 or '"permissionDecision":"deny"' in answer.stdout
+    decision = ("deny" if event == "PreToolUse" else "block") if blocked else None
+    reason = answer.stderr.removeprefix("hookaudit emit: ") or None
+    return Fallback(
+        by="emit",
+        why=why,
+        fail=fail,
+        blocked=blocked,
+        decision=decision,
+        reason=reason,
+        notice=notice,
+    )
+
+
 async def _deliver(event: HookEvent, opts: EmitOptions, spool: Spool) -> Result:
+    nc: Client | None = None
+    try:
+        result, nc = await _deliver_on(event, opts, spool)
+        if result.status in ("no-decision",) and nc is not None:
+            await _notify(event, opts, spool, nc, result)
+        return result
+    finally:
+        if nc is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), timeout=1.0)
+
+
+async def _deliver_on(
+    event: HookEvent, opts: EmitOptions, spool: Spool
+) -> tuple[Result, Client | None]:
     nc: Client | None = None
     acked = False
     try:
@@ -340,7 +459,7 @@ async def _deliver(event: HookEvent, opts: EmitOptions, spool: Spool) -> Result:
             try:
                 nc = await _connect(opts.target)
             except HookauditError as e:
-                return _undelivered(event, opts, spool, e)
+                return _undelivered(event, opts, spool, e), nc
             publish = Publisher(nc, opts.target)
             if has_pending(opts.target.data_dir):
                 # Best effort, bounded: what does not fit in the budget stays spooled,
@@ -355,22 +474,18 @@ async def _deliver(event: HookEvent, opts: EmitOptions, spool: Spool) -> Result:
             try:
                 sent = await publish(event, reply_to=reply_to)
             except HookauditError as e:
-                return _undelivered(event, opts, spool, e)
+                return _undelivered(event, opts, spool, e), nc
             acked = True
             if sent.rejected is not None:
-                return _too_big(event, opts, spool, sent.rejected)
+                return _too_big(event, opts, spool, sent.rejected), nc
             if sub is None:
-                return Result("duplicate" if sent.duplicate else "published")
-            return await _await_decision(event, opts, sub)
+                return Result("duplicate" if sent.duplicate else "published"), nc
+            return await _await_decision(event, opts, sub), nc
     except TimeoutError:
         why = f"delivery took longer than {opts.budget():.0f}s"
         if not acked:
-            return _undelivered(event, opts, spool, why)
-        return fail_result(event.event, opts.fail, f"no decision: {why}", status="no-decision")
-    finally:
-        if nc is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(nc.close(), timeout=1.0)
+            return _undelivered(event, opts, spool, why), nc
+        return fail_result(event.event, opts.fail, f"no decision: {why}", status="no-decision"), nc
 
 
 def _too_big(event: HookEvent, opts: EmitOptions, spool: Spool, why: str) -> Result:
@@ -383,6 +498,21 @@ def _too_big(event: HookEvent, opts: EmitOptions, spool: Spool, why: str) -> Res
     if opts.wait:
         return fail_result(event.event, opts.fail, reason, status="rejected")
     return Result("rejected", stderr=f"hookaudit emit: {reason}")
+
+
+async def _notify(
+    event: HookEvent, opts: EmitOptions, spool: Spool, nc: Client, answer: Result
+) -> None:
+    """The event is in the stream, but the agent got a fallback answer: publish a notice
+    (the event again, carrying the answer) so its record says what the agent was told.
+    Bounded; spooled when it cannot be published; never changes the answer."""
+    fb = fallback(event.event, opts.fail, answer.status, answer, notice=True)
+    note = msgspec.structs.replace(event, fallback=fb)
+    try:
+        await asyncio.wait_for(Publisher(nc, opts.target)(note), opts.target.publish_timeout)
+    except Exception:
+        with contextlib.suppress(Unavailable):
+            spool.append(note)
 
 
 async def _next_reply(event: HookEvent, sub: Any, verifier: Verifier | None) -> Reply | str:
@@ -513,7 +643,9 @@ class Publisher:
         from ingest.nats import event_subject, provision
 
         subject = event_subject(self.names, event.event)
-        headers = {MSG_ID: event.id}
+        # A fallback notice repeats an event already stored: its own id for dedup.
+        notice = event.fallback is not None and event.fallback.notice
+        headers = {MSG_ID: f"{event.id}:fallback" if notice else event.id}
         if reply_to is not None:
             headers[REPLY_HEADER] = reply_to
         data = encode_msgpack(event)

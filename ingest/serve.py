@@ -8,9 +8,12 @@ Rules of this file:
   an empty body for "no decision" (spec §3.5). A status code can never block, so every
   decision, including a failure under ``fail="closed"``, is a 200 with a JSON body.
   Non-2xx answers are kept for requests that are not hook events (too large, bad JSON,
-  unknown event, no token): Claude Code reports them as a non-blocking error and goes on,
-  so **a bad request fails open whatever the fail mode**; ``fail`` covers the decision
-  path only (NATS down, timeout, overload, worker error).
+  unknown event, no token): Claude Code reports them as a non-blocking error and goes on.
+  Under ``fail="closed"`` a hook input that is refused (too large, too deep, duplicate
+  keys, wrong field types, not UTF-8) and an internal error get the event's blocking form
+  instead whenever the event can be told (the URL's /hooks/<Event>, else the body's
+  ``hook_event_name``): hostile input must not fail open. ``fail`` covers the decision
+  path too (NATS down, timeout, overload, worker error).
 - The body is the JSON one Claude Code hook returns for the worker's decision:
   ``render_claude``'s stdout, translated by `http_answer` where a command hook would have
   used exit code 2 or plain text, neither of which an http hook has.
@@ -41,6 +44,7 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import re
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field, replace
@@ -57,8 +61,8 @@ from engine.claude_output import render_claude
 from engine.decode import Profile
 from engine.errors import InvalidEvent, Unavailable
 from engine.events import CATALOG
+from engine.payload import parse_payload
 from engine.records import HookEvent, Outcome, encode_msgpack, new_event
-from engine.run import parse_payload
 from ingest.http1 import Http1Server, Limits, fd_ceiling
 from ingest.nats import ConnectOptions, Names, event_subject, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply
@@ -433,6 +437,28 @@ class Gateway:
 # -- the HTTP side ---------------------------------------------------------------------
 
 
+_EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
+
+
+def guess_event(body: bytes) -> str | None:
+    """The hook event a body that cannot be parsed says it is, when it says so plainly.
+
+    Only used to fail closed in the right form; a known event name or None.
+
+    >>> guess_event(b'{"hook_event_name": "PreToolUse", "tool_input": [[[[')
+    'PreToolUse'
+    """
+    m = _EVENT_NAME.search(body[: 1 << 20])
+    name = m.group(1).decode() if m else None
+    return name if name in CATALOG else None
+
+
+def _named(path: str) -> str | None:
+    if path.startswith("/hooks/") and "/" not in path[7:] and path[7:] in CATALOG:
+        return path[7:]
+    return None
+
+
 def _json_error(message: str) -> bytes:
     return _json_encoder.encode({"error": message})
 
@@ -452,6 +478,37 @@ class ServeApp:
         self.http_stats: Callable[[], dict[str, int]] | None = None  # set by HttpServer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sent: list[bool] = []
+
+        async def tracked(message: MutableMapping[str, Any]) -> None:
+            sent.append(True)
+            await send(message)
+
+        try:
+            await self._handle(scope, receive, tracked)
+        except Exception as exc:  # a bug must not turn into a 500, which fails open
+            _log.exception("request %s: internal error", scope.get("path"))
+            if sent:
+                raise  # the answer has begun: nothing more can be said
+            why = f"internal error: {type(exc).__name__}"
+            await self._refuse(send, 500, why, _named(scope.get("path", "")), b"")
+
+    async def _refuse(
+        self, send: Send, status: int, why: str, named: str | None, body: bytes
+    ) -> None:
+        """Answer a request that has no decision: under ``fail="closed"`` the event's
+        blocking form when the event can be told (from the URL, else the body), so hostile
+        input cannot fail open; otherwise (or when it cannot be told) the error `status`."""
+        if self.options.fail == "closed":
+            event = named or guess_event(body)
+            obj = None if event is None else blocking_object(event, f"hookaudit: {why}")
+            if obj is not None:
+                _log.warning("%s request refused (%s); failing closed", event, why)
+                await _respond(send, 200, _json_encoder.encode(obj))
+                return
+        await _respond(send, status, _json_error(why))
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         path: str = scope["path"]
@@ -480,19 +537,15 @@ class ServeApp:
                 [(b"www-authenticate", b'Bearer realm="hookaudit"')],
             )
             return
-        body = await self._read_body(headers, receive, send)
+        body = await self._read_body(headers, receive, send, named)
         if body is None:
             return
         try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            await _respond(send, 400, _json_error("request body: not UTF-8"))
-            return
-        try:
-            payload = parse_payload(text, "request body")
+            payload = parse_payload(body, "request body")
         except InvalidEvent as exc:
-            await _respond(send, 400, _json_error(str(exc)))
+            await self._refuse(send, 400, str(exc), named, body)
             return
+        text = body.decode("utf-8")  # valid: parse_payload checked it
         name = payload["hook_event_name"]
         if named is not None and named != name:
             await _respond(
@@ -537,13 +590,13 @@ class ServeApp:
         return scheme.lower() == b"bearer" and hmac.compare_digest(digest, self._token)
 
     async def _read_body(
-        self, headers: dict[bytes, bytes], receive: Receive, send: Send
+        self, headers: dict[bytes, bytes], receive: Receive, send: Send, named: str | None
     ) -> bytes | None:
         limit = self.options.max_body
-        too_big = _json_error(f"request body larger than {limit} bytes (--max-body)")
+        too_big = f"request body larger than {limit} bytes (--max-body)"
         declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
-            await _respond(send, 413, too_big)
+            await self._refuse(send, 413, too_big, named, b"")
             return None
         chunks: list[bytes] = []
         size = 0
@@ -554,7 +607,7 @@ class ServeApp:
             chunk: bytes = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                await _respond(send, 413, too_big)
+                await self._refuse(send, 413, too_big, named, b"".join(chunks) + chunk)
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):

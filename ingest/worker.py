@@ -8,8 +8,13 @@ Rules of this file:
   event is acked, so a SIEM forwarder reading that stream misses nothing.
 - A waiting emitter gets its Reply only after the append: nobody acts on a decision
   that is not on disk.
-- An undecodable message is terminated (never redelivered), kept in
-  ``<data-dir>/rejects/`` with the reason, and counted.
+- No poison message: a message that cannot be decoded, whose payload the engine's parser
+  refuses, or whose evaluation raises is terminated (never redelivered), kept in
+  ``<data-dir>/rejects/`` with its size, sha256 and reason, recorded in the log as a
+  ``decided_by = 'rejected'`` record, and a waiting emitter gets an error Reply (so its
+  ``--fail`` decides). The worker never stops because of one event.
+- A spooled event that carries a `Fallback` is recorded with the answer the agent got;
+  a fallback notice (the emitter gave up waiting) is recorded without evaluating again.
 - SIGTERM finishes the batch in hand and exits; SIGHUP reloads the settings.
 
 Example:
@@ -25,17 +30,16 @@ import socket
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import msgspec
-
 from engine.errors import SettingsError, Unavailable
 from engine.executors.command import CommandExecutor
-from engine.records import HookEvent, Outcome, decode_event_msgpack, encode_msgpack, uuid7
+from engine.failclosed import one_line
+from engine.records import HookEvent, Outcome, encode_msgpack, uuid7
 from engine.run import Engine
 from engine.sources import Effective, load_sources
+from ingest.admit import Admitted, admit, experienced, record_only, rejected
 from ingest.log import LogWriter, idempotency_key
 from ingest.nats import ConnectOptions, Names, outcome_subject, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply, reply_subject_ok
@@ -245,38 +249,57 @@ class Worker:
     def stop(self) -> None:
         self.stopping.set()
 
-    async def _bounded(self, coro: Coroutine[Any, Any, Outcome]) -> Outcome:
+    async def _bounded(self, coro: Coroutine[Any, Any, Outcome]) -> Outcome | BaseException:
         async with self.sem:
-            return await coro
+            try:
+                return await coro
+            except Exception as exc:  # one event's failure is its own record, not the batch's
+                return exc
 
     async def _append(
         self, nc: Any, msgs: list[Any]
     ) -> tuple[list[tuple[Any, HookEvent]], list[Outcome]] | None:
-        """Decode, evaluate and durably append one batch; answer waiting emitters."""
+        """Decode, evaluate and durably append one batch; answer waiting emitters.
+
+        One event never stops the worker: a message that cannot be decoded, validated or
+        evaluated becomes a ``rejected`` record (and is terminated, not redelivered).
+        """
         assert self.writer is not None
         events: list[tuple[Any, HookEvent]] = []
-        for msg in msgs:
-            try:
-                events.append((msg, decode_event_msgpack(msg.data)))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                self._reject(msg, f"undecodable event: {exc}")
-                await msg.term()
-        if not events:
-            return None
         outcomes: list[Outcome | None] = []
         waiting: list[tuple[int, Coroutine[Any, Any, Outcome]]] = []
-        for i, (_, ev) in enumerate(events):
-            started = self.engine.start(ev, self.eff)
+        for msg in msgs:
+            admitted = self._admit(msg)
+            if isinstance(admitted, Outcome):
+                events.append((msg, admitted.event))
+                outcomes.append(admitted)
+                continue
+            ev, payload = admitted
+            events.append((msg, ev))
+            if ev.rejected is not None:  # refused by emit or serve: record, do not evaluate
+                outcomes.append(self._record_only(ev, "rejected"))
+                continue
+            if ev.fallback is not None and ev.fallback.notice:
+                outcomes.append(self._record_only(ev, "fallback"))
+                continue
+            try:
+                started = self.engine.start(ev, self.eff, payload=payload)
+            except Exception as exc:
+                outcomes.append(self._rejected(msg, ev, f"evaluation failed: {one_line(exc)}"))
+                continue
             if isinstance(started, Outcome):
                 outcomes.append(started)
             else:
                 outcomes.append(None)
-                waiting.append((i, started))
+                waiting.append((len(outcomes) - 1, started))
         if waiting:
             done = await asyncio.gather(*(self._bounded(c) for _, c in waiting))
             for (i, _), o in zip(waiting, done, strict=True):
+                if isinstance(o, BaseException):
+                    msg, ev = events[i]
+                    o = self._rejected(msg, ev, f"evaluation failed: {one_line(o)}")
                 outcomes[i] = o
-        ready = [o for o in outcomes if o is not None]
+        ready = [experienced(o) for o in outcomes if o is not None]
         if self.writer.seal_due():
             # Sealing takes seconds for 64 MiB: off the loop, which keeps answering NATS.
             await asyncio.to_thread(self.writer.roll_if_due)
@@ -294,7 +317,12 @@ class Worker:
         for (msg, ev), o in zip(events, final, strict=True):
             reply = (msg.headers or {}).get(REPLY_HEADER)
             if reply:
-                await self._answer(nc, reply, Reply(event_id=ev.id, outcome=o))
+                if o.decided_by == "rejected":
+                    why = o.reason or "event rejected"
+                    answer = Reply(event_id=ev.id, error=f"event rejected by the worker: {why}")
+                else:
+                    answer = Reply(event_id=ev.id, outcome=o)
+                await self._answer(nc, reply, answer)
         self.stats.appended += len(stored)
         return events, final
 
@@ -321,22 +349,36 @@ class Worker:
             headers = {MSG_ID: idempotency_key(o.event.id, o.settings_id, o.replay_id)}
             futures.append(await acks.publish(subject, encode_msgpack(o), headers))
         await acks.wait(futures, timeout=10.0)
-        for msg, _ in events:
-            await msg.ack()
+        for (msg, _), o in zip(events, final, strict=True):
+            r = o.event.rejected
+            if o.decided_by == "rejected" and r is not None and r.stage == "worker":
+                await msg.term()  # recorded: never redeliver a message that cannot be used
+            else:
+                await msg.ack()
         await nc.flush()
         self.stats.events += len(events)
         self.stats.batches += 1
         if self.on_batch is not None:
             self.on_batch(self.stats)
 
-    def _reject(self, msg: Any, why: str) -> None:
+    def _admit(self, msg: Any) -> Admitted:
+        admitted = admit(
+            bytes(msg.data), msg.subject, msg.headers or {}, self.data_dir, self.eff.settings_id
+        )
+        if isinstance(admitted, Outcome):
+            self.stats.rejected += 1
+        return admitted
+
+    def _record_only(self, ev: HookEvent, by: Literal["rejected", "fallback"]) -> Outcome:
+        if by == "rejected":
+            self.stats.rejected += 1
+        return record_only(ev, by, self.eff.settings_id)
+
+    def _rejected(self, msg: Any, ev: HookEvent, why: str) -> Outcome:
         self.stats.rejected += 1
-        d = self.data_dir / "rejects"
-        d.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        (d / f"{stamp}-worker.bin").write_bytes(msg.data[: 8 * 1024 * 1024])
-        (d / f"{stamp}-worker.why").write_text(f"{msg.subject}: {why}\n")
-        _log.error("rejected message on %s: %s", msg.subject, why)
+        data = bytes(msg.data)
+        headers = msg.headers or {}
+        return rejected(data, msg.subject, headers, ev, why, self.data_dir, self.eff.settings_id)
 
 
 def install_signals(worker: Worker) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -315,7 +316,11 @@ async def test_wait_timeout_fails_open(
     assert (p.code, p.stdout) == (0, "")
     assert len(p.stderr.strip().splitlines()) == 1
     assert "no decision arrived within 0.3s" in p.stderr
-    assert len(await stored(js, names)) == 1  # published; the worker will still decide
+    # published (the worker will still decide), then the notice of what the agent was told
+    (ev, _, _), (note, headers, _) = await stored(js, names)
+    assert note.id == ev.id and headers[MSG_ID] == f"{ev.id}:fallback"
+    assert note.fallback is not None and note.fallback.notice
+    assert (note.fallback.fail, note.fallback.blocked) == ("open", False)
 
 
 @pytest.mark.parametrize(
@@ -345,7 +350,10 @@ async def test_wait_timeout_fails_closed(
     else:  # SessionStart cannot be blocked: proceed, say why
         assert p.stdout == ""
         assert "cannot be blocked" in p.stderr
-    assert len(await stored(js, names)) == 1
+    (ev, _, _), (note, _, _) = await stored(js, names)  # the event, then the agent's answer
+    assert note.id == ev.id and note.fallback is not None
+    assert note.fallback.blocked == (event != "SessionStart")
+    assert note.fallback.decision == {"PreToolUse": "deny", "SessionStart": None}.get(event, "block")
 
 
 async def test_reply_error_acts_per_fail_mode(
@@ -583,7 +591,11 @@ async def test_bad_stdin_is_kept_and_reported(
     assert kept.read_bytes() == raw[:MAX_EVENT_BYTES]
     assert str(kept) in line
     assert kept.stat().st_mode & 0o777 == 0o600
-    assert await stored(js, names) == []
+    # Nothing vanishes: the log gets a stub (payload {}) with the input's size and digest.
+    [(stub, _, _)] = await stored(js, names)
+    assert stub.payload == "{}" and stub.rejected is not None
+    assert (stub.rejected.size, stub.rejected.sha256) == (len(raw), hashlib.sha256(raw).hexdigest())
+    assert stub.rejected.stage == "emit" and stub.rejected.reason in line
 
 
 def test_validate_agrees_with_parse_payload() -> None:

@@ -1,0 +1,73 @@
+"""Fail closed means closed: what a hook process answers when it cannot decide.
+
+Rules of this file:
+- Stdlib only (`hookaudit emit` imports it on every tool call, before anything else).
+- A hook that fails closed and cannot reach a decision (bad input, an internal error,
+  an exception anywhere, even while the interpreter exits) exits 2 with a one-line
+  reason on stderr: Claude Code then blocks every event that can be blocked (a
+  PreToolUse call is denied and the reason is fed to Claude). Exit 1 would be a
+  non-blocking error, i.e. the call would run.
+- `guard_process` is the last line: an exception that escapes everything else is
+  turned into that answer by `sys.excepthook`, and `exit_now` leaves without the
+  interpreter's teardown, so nothing can run (and fail) after the answer is written.
+
+Example:
+    >>> closed_answer("internal error: boom")
+    ('', 'hookaudit: internal error: boom; blocked because the hook fails closed', 2)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import TracebackType
+
+__all__ = ["closed_answer", "exit_now", "guard_process", "one_line"]
+
+
+def one_line(exc: BaseException) -> str:
+    """`Type: message` of an exception on one line, capped (no traceback, ever).
+
+    >>> one_line(ValueError("a\\nb"))
+    'ValueError: a b'
+    """
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def closed_answer(reason: str, prog: str = "hookaudit") -> tuple[str, str, int]:
+    """(stdout, stderr, exit code) of a hook that blocks because it fails closed."""
+    return "", f"{prog}: {reason}; blocked because the hook fails closed", 2
+
+
+def _write(stream: object, text: str) -> None:
+    try:
+        stream.write(text if text.endswith("\n") else text + "\n")  # type: ignore[attr-defined]
+        stream.flush()  # type: ignore[attr-defined]
+    except Exception:
+        pass
+
+
+def exit_now(stdout: str, stderr: str, code: int) -> None:
+    """Write the answer, flush and exit with `code` at once (no teardown that could fail)."""
+    if stdout:
+        _write(sys.stdout, stdout)
+    if stderr:
+        _write(sys.stderr, stderr)
+    os._exit(code)
+
+
+def guard_process(prog: str, *, closed: bool) -> None:
+    """Install the last-resort handler: an uncaught exception becomes one line, and
+    exit 2 (blocked) when the hook fails closed, else exit 1.
+
+    Example:
+        >>> guard_process("hookaudit eval", closed=True)  # doctest: +SKIP
+    """
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        if closed:
+            exit_now(*closed_answer(f"internal error: {one_line(exc)}", prog))
+        exit_now("", f"{prog}: internal error: {one_line(exc)}", 1)
+
+    sys.excepthook = hook

@@ -1,0 +1,177 @@
+"""What the worker lets in: one message to a checked event, or to the record of its rejection.
+
+Rules of this file:
+- No NATS import: a message is its bytes, subject and headers. Pure but for `keep`,
+  which puts a refused message under ``<data-dir>/rejects/``.
+- The payload is read by the engine's one parser (`engine.payload.parse_payload`:
+  bounded, one reading, typed), and the event's denormalised columns must be the ones
+  its payload gives, so a publisher that bypassed `emit` cannot make a view read
+  another event than the engine evaluated.
+- Refused input becomes an Outcome with ``decided_by = 'rejected'`` and payload ``{}``
+  (the views parse every payload); `event.rejected` holds its size, sha256, start, why.
+- A record whose agent was answered by a fallback says that answer (`experienced`).
+
+Example:
+    >>> admit(b"\\x00", "hooks.events.Stop", {}, data_dir, "s1").decided_by  # doctest: +SKIP
+    'rejected'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from engine.errors import InvalidEvent
+from engine.events import is_known
+from engine.failclosed import one_line
+from engine.payload import parse_payload
+from engine.records import (
+    Fallback,
+    HookEvent,
+    Outcome,
+    decode_event_msgpack,
+    new_event,
+    uuid7,
+)
+from ingest.protocol import MSG_ID
+from ingest.rejects import keep, rejection
+
+__all__ = ["Admitted", "admit", "experienced", "record_only", "rejected"]
+
+_log = logging.getLogger("hookaudit.worker")
+
+#: A checked event and its payload (None for a record-only event), or a rejected record.
+Admitted = tuple[HookEvent, dict[str, Any] | None] | Outcome
+
+
+def admit(
+    data: bytes, subject: str, headers: Mapping[str, str], data_dir: Path, settings_id: str
+) -> Admitted:
+    """The message's event and its checked payload, or the record of its rejection.
+
+    A record-only event (refused upstream, or a fallback notice) comes with payload None.
+    """
+    try:
+        ev = decode_event_msgpack(data)
+    except Exception as exc:  # msgspec errors, and anything else a hostile message does
+        why = f"undecodable event: {one_line(exc)}"
+        return rejected(data, subject, headers, None, why, data_dir, settings_id)
+    if ev.rejected is not None or (ev.fallback is not None and ev.fallback.notice):
+        return ev, None
+    try:
+        payload = parse_payload(ev.payload, f"event {ev.id}")
+    except InvalidEvent as exc:
+        return rejected(data, subject, headers, ev, exc.why, data_dir, settings_id)
+    except Exception as exc:
+        why = f"cannot check the payload: {one_line(exc)}"
+        return rejected(data, subject, headers, ev, why, data_dir, settings_id)
+    expected = new_event(
+        payload,
+        raw=ev.payload,
+        source=ev.source,
+        host=ev.host,
+        user=ev.user,
+        event_id=ev.id,
+        ts=ev.ts,
+    )
+    if msgspec.structs.replace(expected, fallback=ev.fallback) != ev:
+        why = "event columns disagree with its payload"
+        return rejected(data, subject, headers, ev, why, data_dir, settings_id)
+    return ev, payload
+
+
+def record_only(ev: HookEvent, by: Literal["rejected", "fallback"], settings_id: str) -> Outcome:
+    """The record of an event refused upstream, or of a fallback notice: no hook runs."""
+    if by == "rejected":
+        assert ev.rejected is not None
+        return Outcome(
+            event=ev,
+            settings_id=settings_id,
+            decided_by="rejected",
+            reason=ev.rejected.reason,
+            errors=[f"rejected by {ev.rejected.stage}: {ev.rejected.reason}"],
+        )
+    assert ev.fallback is not None
+    # Its own dedup key: the policy record of the same event has the real settings id.
+    return experienced(
+        Outcome(event=ev, settings_id=f"fallback:{settings_id}", decided_by="fallback")
+    )
+
+
+def rejected(
+    data: bytes,
+    subject: str,
+    headers: Mapping[str, str],
+    ev: HookEvent | None,
+    why: str,
+    data_dir: Path,
+    settings_id: str,
+) -> Outcome:
+    """Keep a refused message on disk and build its ``rejected`` record (payload ``{}``)."""
+    event_id = ev.id if ev is not None else _clean_id(headers.get(MSG_ID))
+    try:
+        keep(data_dir, data, why, stage="worker", event_id=event_id)
+    except OSError as exc:
+        _log.error("cannot keep a rejected message: %s", exc)
+    _log.error("rejected message on %s: %s", subject[:200], why)
+    name = ev.event if ev is not None and is_known(ev.event) else _subject_event(subject)
+    stub = HookEvent(
+        id=event_id,
+        ts=ev.ts if ev is not None else datetime.now(UTC),
+        event=name,
+        payload="{}",
+        source=ev.source if ev is not None else "unknown",
+        host=ev.host if ev is not None else "",
+        user=ev.user if ev is not None else "",
+        session_id=ev.session_id if ev is not None else "",
+        rejected=rejection(data, why, stage="worker"),
+    )
+    return Outcome(
+        event=stub,
+        settings_id=settings_id,
+        decided_by="rejected",
+        reason=why,
+        errors=[f"rejected by worker: {why}"],
+    )
+
+
+def experienced(o: Outcome) -> Outcome:
+    """A record whose agent was answered by a fallback says that answer, not the policy's.
+
+    The policy's own verdict (a spooled event is still evaluated) stays in `runs`, and in
+    `errors` in words.
+    """
+    fb = o.event.fallback
+    if fb is None or o.decided_by == "rejected":
+        return o
+    if o.decided_by == "policy":
+        policy = f"policy decision not seen by the agent: {o.decision or 'none'}"
+        if o.reason:
+            policy += f" ({o.reason})"
+        o = msgspec.structs.replace(o, errors=[*o.errors, policy])
+    return _answer(o, fb)
+
+
+def _answer(o: Outcome, fb: Fallback) -> Outcome:
+    return msgspec.structs.replace(
+        o, decided_by="fallback", blocked=fb.blocked, decision=fb.decision, reason=fb.reason
+    )
+
+
+def _clean_id(value: object) -> str:
+    """A message id fit for a record (a hostile header capped and cleaned), or a new one."""
+    if isinstance(value, str):
+        text = "".join(c for c in value[:64] if c.isalnum() or c in "-:_.")
+        if text:
+            return text
+    return uuid7()
+
+
+def _subject_event(subject: str) -> str:
+    name = subject.rpartition(".")[2]
+    return name if is_known(name) else "unknown"
