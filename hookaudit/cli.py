@@ -52,7 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "spool": (
         "ingest.cli_emit:spool",
-        "Events spooled on disk while NATS was unreachable: flush, status.",
+        "Events spooled on disk while NATS was unreachable, and refused input: flush, status, rejects.",
     ),
     "siem": (
         "ingest.siem.cli:siem_group",

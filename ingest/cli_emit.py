@@ -294,5 +294,59 @@ def spool_status(data_dir: Path | None, fmt: str) -> None:
         click.echo(json.dumps(st.to_dict()))
     else:
         click.echo(f"{st.events} events spooled in {st.path} ({st.bytes} bytes, {st.files} files)")
-        if st.rejects:
-            click.echo(f"{st.rejects} rejected lines in {Path(st.path) / 'rejects.jsonl'}")
+        click.echo(
+            f"rejects: {st.rejects} ({st.rejected_inputs} refused inputs in "
+            f"{Path(st.path).parent / 'rejects'}, {st.rejected_lines} lines in "
+            f"{Path(st.path) / 'rejects.jsonl'}); list them: hookaudit spool rejects"
+        )
+
+
+@spool.command("rejects")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="HOOKAUDIT_DATA_DIR",
+    help="Where the rejects live (env HOOKAUDIT_DATA_DIR; default ~/.local/share/hookaudit).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "jsonl"]),
+    default="text",
+    show_default=True,
+    help="jsonl: one JSON object a reject.",
+)
+def spool_rejects(data_dir: Path | None, fmt: str) -> None:
+    """List every refused input kept on this machine, oldest first.
+
+    Refused input (too large, too deep, duplicate keys, wrong field types, not UTF-8,
+    undecodable on the wire) is kept under <data-dir>/rejects/ (its first 8 MiB, with
+    its full size and sha256) and recorded in the log (the `rejects` query view);
+    events the server could never take are lines of <data-dir>/spool/rejects.jsonl.
+
+    \b
+    Example:
+      hookaudit spool rejects --format jsonl | head -3
+    """
+    import json
+
+    from ingest.protocol import default_data_dir
+    from ingest.rejects import listing
+    from ingest.spool import Spool
+
+    root = data_dir or default_data_dir()
+    rows: list[dict[str, object]] = [
+        {k: getattr(r, k) for k in ("ts", "stage", "reason", "size", "sha256", "kept", "path")}
+        for r in listing(root)
+    ]
+    rows += Spool(root).rejected_lines()
+    for row in rows:
+        if fmt == "jsonl":
+            click.echo(json.dumps(row))
+        else:
+            click.echo(
+                f"{row['ts']}  {row['stage']:<6}  {row['size']:>10} B  "
+                f"sha256:{str(row['sha256'])[:16]}  {row['reason']}  ({row['path']})"
+            )
+    if fmt == "text":
+        click.echo(f"{len(rows)} rejects", err=True)

@@ -315,6 +315,10 @@ def emit(raw: bytes, opts: EmitOptions, *, full: Rejection | None = None) -> Res
     try:
         payload, text = validate(raw)
     except InvalidEvent as e:
+        if full is not None:  # `raw` is only the start: name the whole input's size
+            e = InvalidEvent(
+                e.where, f"event of {full.size} bytes exceeds the limit of {MAX_EVENT_BYTES} bytes"
+            )
         return _bad_input(raw, opts, e, full)
     event = new_event(payload, raw=text, source=opts.source)
     spool = Spool(opts.target.data_dir)

@@ -110,6 +110,8 @@ class SpoolStatus(msgspec.Struct, frozen=True):
     bytes: int
     files: int
     rejects: int
+    rejected_lines: int = 0
+    rejected_inputs: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return msgspec.structs.asdict(self)
@@ -211,10 +213,48 @@ class Spool:
             if n:
                 events, size, files = events + n, size + b, files + 1
         try:
-            rejects, _ = _count_lines(self.rejects_path, 0)
+            lines, _ = _count_lines(self.rejects_path, 0)
         except FileNotFoundError:
-            rejects = 0
-        return SpoolStatus(str(self.dir), events, size, files, rejects)
+            lines = 0
+        from ingest.rejects import count
+
+        inputs = count(self.dir.parent)  # refused input kept under <data-dir>/rejects/
+        return SpoolStatus(str(self.dir), events, size, files, lines + inputs, lines, inputs)
+
+    def rejected_lines(self) -> list[dict[str, object]]:
+        """The lines of rejects.jsonl, each with its size and sha256 (unreadable ones too).
+
+        Example:
+            >>> Spool(Path("/nonexistent")).rejected_lines()
+            []
+        """
+        import hashlib
+        import json
+
+        out: list[dict[str, object]] = []
+        try:
+            with open(self.rejects_path, "rb") as f:
+                for line in _lines(f):
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        rec = {"reason": "unreadable reject line"}
+                    body = str(rec.get("line", "")).encode() if isinstance(rec, dict) else b""
+                    out.append(
+                        {
+                            "ts": rec.get("ts", "") if isinstance(rec, dict) else "",
+                            "stage": "spool",
+                            "reason": rec.get("reason", "") if isinstance(rec, dict) else "",
+                            "size": len(body),
+                            "sha256": hashlib.sha256(body).hexdigest(),
+                            "path": f"{self.rejects_path}:{rec.get('offset', '')}"
+                            if isinstance(rec, dict)
+                            else str(self.rejects_path),
+                        }
+                    )
+        except FileNotFoundError:
+            return []
+        return out
 
     # -- flushing ----------------------------------------------------------------------
 

@@ -239,6 +239,7 @@ permission_mode | VARCHAR | agent permission mode
 agent_id | VARCHAR | subagent id
 agent_type | VARCHAR | subagent type
 replay_id | VARCHAR | NULL for live outcomes
+decided_by | VARCHAR | policy (the engine decided), fallback (emit/serve answered alone: timeout, NATS down, fail mode; blocked/decision/reason are that answer) or rejected (refused input: see the rejects view)
 worker | VARCHAR | worker chain that appended the record
 seq | BIGINT | record number in the worker chain
 appended | TIMESTAMPTZ | when the worker appended it
@@ -389,5 +390,27 @@ _doc(
 file | VARCHAR | segment file
 line | BIGINT | line (active JSONL) or row (sealed Parquet) from 1; 0 for a whole file
 reason | VARCHAR | why it was skipped
+""",
+)
+_doc(
+    "rejects",
+    "one row per refused input recorded in the log (decided_by = 'rejected'): too large, too deep, duplicate keys, wrong field types, undecodable, failed evaluation",
+    """
+id | VARCHAR | event id (the emitter's, or a new one for an undecodable message)
+ts | TIMESTAMPTZ | when it was raised or received (UTC)
+event | VARCHAR | hook event name it gave, or 'unknown'
+source | VARCHAR | claude-code, http, ... or 'unknown'
+host | VARCHAR | machine, when known
+user | VARCHAR | user, when known
+session_id | VARCHAR | agent session, when known
+stage | VARCHAR | who refused it: emit, serve or worker
+reason | VARCHAR | why, naming the limit or field
+size | BIGINT | its full size in bytes
+sha256 | VARCHAR | SHA-256 of all of it
+kept | BIGINT | bytes of it kept under <data-dir>/rejects/ (on the refusing machine)
+head | VARCHAR | its first 4096 bytes as text (invalid UTF-8 replaced)
+worker | VARCHAR | worker chain that appended the record
+seq | BIGINT | record number in the worker chain
+appended | TIMESTAMPTZ | when the worker appended it
 """,
 )

@@ -648,9 +648,14 @@ _OUTCOME_SELECT = """
     id, ts, event, source, host, "user", session_id, tool_name, tool_use_id, cwd,
     command, file_path, url, settings_id, posture, profile, blocked, decision, reason,
     "continue", stop_reason, n_runs, errors, engine_version, transcript_path,
-    permission_mode, agent_id, agent_type, replay_id, worker, seq, appended, prev_hash,
-    hash, record
+    permission_mode, agent_id, agent_type, replay_id,
+    coalesce(json_extract_string(record, '$.decided_by'), 'policy') AS decided_by,
+    worker, seq, appended, prev_hash, hash, record
 """
+# The record of refused input (`decided_by = 'rejected'`): a substring test first, so
+# only those records are parsed (a payload's quotes are escaped: it cannot match there).
+_REJECTED = """(contains(record, '"decided_by":"rejected"')
+    AND json_extract_string(record, '$.decided_by') = 'rejected')"""
 _PUBLIC_VIEWS = (
     f"CREATE OR REPLACE TEMP VIEW all_outcomes AS SELECT {_OUTCOME_SELECT} FROM _ha_log",
     f"CREATE OR REPLACE TEMP VIEW outcomes AS SELECT {_OUTCOME_SELECT} FROM _ha_live",
@@ -712,6 +717,16 @@ _PUBLIC_VIEWS = (
     LEFT JOIN (SELECT id, settings_id, decision, blocked, reason FROM _ha_live_events) l
         ON l.id = r.id""",
     "CREATE OR REPLACE TEMP VIEW unreadable AS SELECT file, line, reason FROM _ha_unreadable",
+    f"""CREATE OR REPLACE TEMP VIEW rejects AS
+    SELECT id, ts, event, source, host, "user", session_id,
+        json_extract_string(record, '$.event.rejected.stage') AS stage,
+        json_extract_string(record, '$.event.rejected.reason') AS reason,
+        CAST(json_extract(record, '$.event.rejected.size') AS BIGINT) AS size,
+        json_extract_string(record, '$.event.rejected.sha256') AS sha256,
+        CAST(json_extract(record, '$.event.rejected.kept') AS BIGINT) AS kept,
+        json_extract_string(record, '$.event.rejected.head') AS head,
+        worker, seq, appended
+    FROM _ha_log WHERE {_REJECTED}""",
 )
 
 PUBLIC_VIEWS = (
@@ -723,6 +738,7 @@ PUBLIC_VIEWS = (
     "replays",
     "all_outcomes",
     "unreadable",
+    "rejects",
 )
 
 
