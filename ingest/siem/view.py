@@ -4,7 +4,7 @@ Rules of this file:
 - Pure: an `Outcome` (and its stream sequence) in, a `View` out. No I/O, no clock.
 - Everything that leaves goes through here, so redaction and bounding happen once: every
   string taken from the agent's payload is redacted by the `Redactor`, cut to `max_field`
-  characters (UTF-8-safe: text is Python `str`, lone surrogates become U+FFFD) and the
+  characters (UTF-8-safe: text is Python `str`, lone surrogates become "?") and the
   payload tree is bounded in depth and items. A record that was cut says so (`truncated`).
 - The tool decides the kind of activity (`kind`): a shell command (`process`), a file
   operation (`file`), a fetch (`web`), an MCP tool (`mcp`), anything else (`api`).

@@ -11,14 +11,33 @@ from engine.sources import load_sources
 
 
 def hooks_file(path: Path, command: str) -> Path:
-    path.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "command", "command": command, "once": True}]}]}}))
+    path.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {
+                            "matcher": "Bash",
+                            "hooks": [{"type": "command", "command": command, "once": True}],
+                        }
+                    ]
+                }
+            }
+        )
+    )
     return path
 
 
 def event(session: str) -> object:
-    return new_event({"hook_event_name": "PreToolUse", "session_id": session, "cwd": "/tmp",
-                      "tool_name": "Bash", "tool_input": {"command": "ls"}})
+    return new_event(
+        {
+            "hook_event_name": "PreToolUse",
+            "session_id": session,
+            "cwd": "/tmp",
+            "tool_name": "Bash",
+            "tool_input": {"command": "ls"},
+        }
+    )
 
 
 async def test_skill_once_hook_runs_once_per_session(tmp_path: Path) -> None:

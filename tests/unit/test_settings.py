@@ -81,8 +81,10 @@ def test_parses_every_hook_type() -> None:
             "s.json: hooks.Stop[0].hooks[0].callable",
         ),
         ({"disableAllHooks": "yes"}, "s.json: disableAllHooks"),
-        ({"hooks": {"PreToolUse": [{"matcher": "(", "hooks": []}]}},
-         "s.json: hooks.PreToolUse[0].matcher: invalid regex '(' (missing ')')"),
+        (
+            {"hooks": {"PreToolUse": [{"matcher": "(", "hooks": []}]}},
+            "s.json: hooks.PreToolUse[0].matcher: invalid regex '(' (missing ')')",
+        ),
     ],
 )
 def test_errors_name_file_and_json_path(doc: object, message: str) -> None:
