@@ -644,7 +644,7 @@ class Publisher:
         import nats.errors
         import nats.js.errors
 
-        from ingest.nats import event_subject, provision
+        from ingest.nats import event_subject, provision, publish_error
 
         subject = event_subject(self.names, event.event)
         # A fallback notice repeats an event already stored: its own id for dedup.
@@ -660,7 +660,7 @@ class Publisher:
                 return Sent(duplicate=bool(ack.duplicate))
             except nats.js.errors.NoStreamResponseError as e:
                 if retried:
-                    raise Unavailable(f"no JetStream stream takes subject {subject}") from e
+                    raise publish_error(e, subject, self.timeout) from e
                 retried = True
                 async with self.provision_lock:  # a flush has many publishes in flight
                     if not self.provisioned:
@@ -671,14 +671,12 @@ class Publisher:
                     rejected=f"{len(data)} bytes exceed the NATS server's max_payload "
                     f"({self.nc.max_payload} bytes); raise max_payload in its config"
                 )
-            except nats.errors.TimeoutError as e:
-                raise Unavailable(f"no PubAck from JetStream within {self.timeout:g}s") from e
             except nats.js.errors.APIError as e:
                 if e.err_code == _JS_MSG_TOO_BIG:
                     return Sent(rejected=f"stream refused {len(data)} bytes: {e.description}")
-                raise Unavailable(f"JetStream refused the event: {e.description}") from e
+                raise publish_error(e, subject, self.timeout) from e
             except (OSError, nats.errors.Error) as e:
-                raise Unavailable(f"publish failed: {str(e) or type(e).__name__}") from e
+                raise publish_error(e, subject, self.timeout) from e
 
 
 async def _flush(

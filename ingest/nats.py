@@ -53,6 +53,7 @@ __all__ = [
     "names",
     "outcome_subject",
     "provision",
+    "publish_error",
     "split_urls",
     "subject_token",
 ]
@@ -342,6 +343,22 @@ def _describe(exc: BaseException) -> str:
         return "timed out waiting for the server's INFO (is it a NATS server?)"
     text = str(exc).strip() or type(exc).__name__
     return text.removeprefix("nats: ")
+
+
+def publish_error(exc: BaseException, subject: str, timeout: float) -> Unavailable:
+    """THE translation of a failed JetStream publish (emit, serve, spool flush use it).
+
+    Example:
+        >>> str(publish_error(nats.errors.TimeoutError(), "hooks.events.Stop", 2.0))
+        'no PubAck from JetStream within 2s for hooks.events.Stop'
+    """
+    if isinstance(exc, (js_errors.NoStreamResponseError, nats.errors.NoRespondersError)):
+        return Unavailable(f"no JetStream stream stores {subject}")
+    if isinstance(exc, (nats.errors.TimeoutError, TimeoutError)):
+        return Unavailable(f"no PubAck from JetStream within {timeout:g}s for {subject}")
+    if isinstance(exc, js_errors.APIError):
+        return Unavailable(f"JetStream refused the event: {exc.description}")
+    return Unavailable(f"publish to {subject} failed: {_describe(exc)}")
 
 
 async def connect(

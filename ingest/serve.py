@@ -54,7 +54,6 @@ import msgspec
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js import errors as js_errors
 
 from engine.aggregate import Decision
 from engine.claude_output import render_claude
@@ -64,7 +63,7 @@ from engine.events import CATALOG
 from engine.payload import parse_payload
 from engine.records import HookEvent, Outcome, encode_msgpack, new_event
 from ingest.http1 import Http1Server, Limits, fd_ceiling
-from ingest.nats import ConnectOptions, Names, event_subject, provision
+from ingest.nats import ConnectOptions, Names, event_subject, provision, publish_error
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply
 from ingest.replysig import Verifier
 
@@ -412,14 +411,10 @@ class Gateway:
                     await self.js.publish(
                         subject, encode_msgpack(event), headers=headers, timeout=self.timeout
                     )
-                except (js_errors.NoStreamResponseError, nats.errors.NoRespondersError) as exc:
-                    raise Unavailable(f"no JetStream stream stores {subject}") from exc
-                except js_errors.APIError as exc:
-                    raise Unavailable(f"JetStream refused the event: {exc.description}") from exc
                 except nats.errors.TimeoutError:
-                    raise
+                    raise  # the decision's deadline says it, below
                 except nats.errors.Error as exc:
-                    raise Unavailable(f"NATS: {str(exc).removeprefix('nats: ')}") from exc
+                    raise publish_error(exc, subject, self.timeout) from exc
                 return await fut
         except TimeoutError as exc:
             raise Unavailable(f"no decision within {self.timeout:g} s") from exc
