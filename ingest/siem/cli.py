@@ -43,74 +43,98 @@ def _redaction_key(data_dir: Path, key_file: str | None) -> bytes:
     return key
 
 
-_NATS_OPTS = [
-    click.option(
-        "--nats",
-        "nats_url",
-        envvar="HOOKAUDIT_NATS_URL",
-        default=None,
-        help="NATS URL(s) (env HOOKAUDIT_NATS_URL). Default: the embedded server of --data-dir.",
-    ),
-    click.option(
-        "--creds",
-        type=click.Path(exists=True, dir_okay=False),
-        default=None,
-        envvar="HOOKAUDIT_NATS_CREDS",
-        help="NATS credentials file (the siem role's).",
-    ),
-    click.option(
-        "--nkey",
-        "nkey_seed",
-        type=click.Path(exists=True, dir_okay=False),
-        default=None,
-        help="NATS nkey seed file.",
-    ),
-    click.option("--user", default=None, help="NATS user."),
-    click.option(
-        "--password",
-        envvar="HOOKAUDIT_NATS_PASSWORD",
-        default=None,
-        help="NATS password (env HOOKAUDIT_NATS_PASSWORD).",
-    ),
-    click.option(
-        "--nats-tls-ca",
-        type=click.Path(exists=True, dir_okay=False),
-        default=None,
-        help="CA bundle to verify a TLS NATS server.",
-    ),
-    click.option("--prefix", default="", hidden=True, help="Stream/subject prefix (tests)."),
-    click.option(
-        "--data-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        envvar="HOOKAUDIT_DATA_DIR",
-        help="Data dir (env HOOKAUDIT_DATA_DIR).",
-    ),
-]
-
-
 def _nats_options(f: Any) -> Any:
-    for opt in reversed(_NATS_OPTS):
+    """The shared NATS flags, except that TLS to NATS is --nats-tls-*: --tls-* is the SIEM's."""
+    from ingest.natsopts import ENV
+
+    opts = [
+        click.option(
+            "--nats",
+            "nats_url",
+            envvar=ENV["nats_url"],
+            default=None,
+            metavar="URL[,URL…]",
+            help="NATS server(s) (env HOOKAUDIT_NATS_URL). Default: the embedded "
+            "server of --data-dir, with the siem role's key.",
+        ),
+        click.option(
+            "--creds",
+            envvar=ENV["creds"],
+            default=None,
+            metavar="FILE",
+            help="NATS credentials file (env HOOKAUDIT_NATS_CREDS).",
+        ),
+        click.option(
+            "--nkey",
+            "nkey_seed",
+            envvar=ENV["nkey_seed"],
+            default=None,
+            metavar="FILE",
+            help="NATS nkey seed file (env HOOKAUDIT_NATS_NKEY).",
+        ),
+        click.option(
+            "--user", envvar=ENV["user"], default=None, help="NATS user (env HOOKAUDIT_NATS_USER)."
+        ),
+        click.option(
+            "--password",
+            envvar=ENV["password"],
+            default=None,
+            help="NATS password (prefer env HOOKAUDIT_NATS_PASSWORD).",
+        ),
+        click.option(
+            "--nats-tls-ca",
+            "nats_tls_ca",
+            envvar=ENV["tls_ca"],
+            default=None,
+            metavar="FILE",
+            help="CA of the NATS server (env HOOKAUDIT_NATS_TLS_CA).",
+        ),
+        click.option(
+            "--nats-tls-cert",
+            "nats_tls_cert",
+            envvar=ENV["tls_cert"],
+            default=None,
+            metavar="FILE",
+            help="Client certificate for NATS (env HOOKAUDIT_NATS_TLS_CERT).",
+        ),
+        click.option(
+            "--nats-tls-key",
+            "nats_tls_key",
+            envvar=ENV["tls_key"],
+            default=None,
+            metavar="FILE",
+            help="Key of --nats-tls-cert (env HOOKAUDIT_NATS_TLS_KEY).",
+        ),
+        click.option("--prefix", default="", hidden=True, help="Stream/subject prefix (tests)."),
+        click.option(
+            "--data-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            envvar="HOOKAUDIT_DATA_DIR",
+            help="Data dir (env HOOKAUDIT_DATA_DIR).",
+        ),
+    ]
+    for opt in reversed(opts):
         f = opt(f)
     return f
 
 
 def _connect(d: Path, o: dict[str, Any]) -> Any:
-    """The siem role's connection (`ingest.natsopts`): its key from the data dir by default."""
-    from ingest.natsopts import ENV, NatsArgs, connect_options
+    """The siem role's connection: the flags given, else the embedded server's siem key."""
+    from ingest.natsopts import NatsArgs, connect_options
 
     args = NatsArgs(
         nats_url=o["nats_url"],
         creds=o["creds"],
-        nkey_seed=o["nkey_seed"] or os.environ.get(ENV["nkey_seed"]) or None,
-        user=o["user"] or os.environ.get(ENV["user"]) or None,
+        nkey_seed=o["nkey_seed"],
+        user=o["user"],
         password=o["password"],
-        tls_ca=o["nats_tls_ca"] or os.environ.get(ENV["tls_ca"]) or None,
-        tls_cert=os.environ.get(ENV["tls_cert"]) or None,
-        tls_key=os.environ.get(ENV["tls_key"]) or None,
-        prefix=o.get("prefix") or "",
+        tls_ca=o["nats_tls_ca"],
+        tls_cert=o["nats_tls_cert"],
+        tls_key=o["nats_tls_key"],
+        prefix=o["prefix"],
     )
-    return connect_options(args, d, "siem")
+    return connect_options(args, d, "siem", name="hookaudit-siem", max_reconnect=-1)
 
 
 @click.group("siem", invoke_without_command=True)

@@ -400,3 +400,62 @@ def test_bad_usage_is_exit_2(tmp_path: Path) -> None:
         )
         assert p.returncode == 2, (args, p.stderr)
         assert why in p.stderr and "Traceback" not in p.stderr
+
+
+async def test_siem_role_on_the_authenticated_embedded_server(tmp_path: Path) -> None:
+    """No --nats, no key given: the forwarder finds the data dir's server and its siem key."""
+    import subprocess
+    import sys
+
+    import nats as nats_py
+
+    from ingest import embedded
+    from ingest import nats as ha_nats
+    from ingest.natsauth import role_credentials
+
+    d = tmp_path / "d"
+    srv = embedded.start_embedded(d)
+    try:
+        assert srv.auth
+        nc = await nats_py.connect(srv.url, nkeys_seed=str(role_credentials(d, "worker")))
+        try:
+            await publish(nc, ha_nats.names(), make_outcomes(4))
+        finally:
+            await nc.close()
+        out = tmp_path / "out.ndjson"
+        base = [sys.executable, "-m", "hookaudit", "siem"]
+        p = subprocess.Popen(
+            [
+                *base,
+                "--data-dir",
+                str(d),
+                "--name",
+                "r",
+                "--format",
+                "json",
+                "--to",
+                f"file://{out}",
+            ],
+            stderr=subprocess.PIPE,
+        )
+        try:
+            wait_for(lambda: len(lines(out)) >= 4, what="4 records through the siem role")
+            st = subprocess.run(
+                [*base, "status", "--data-dir", str(d)], capture_output=True, text=True, timeout=60
+            )
+        finally:
+            p.terminate()
+            _, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err
+        assert st.returncode == 0, st.stderr
+        (s,) = json.loads(st.stdout)["sinks"]
+        assert (s["sent"], s["lag"]) == (4, 0)
+        # The siem role reads outcomes only: it may not consume the events stream.
+        nc = await nats_py.connect(srv.url, nkeys_seed=str(role_credentials(d, "siem")))
+        try:
+            with pytest.raises(Exception):  # noqa: B017 - a permission error or a timeout
+                await nc.jetstream().consumer_info("HOOK_EVENTS", "workers", timeout=1)
+        finally:
+            await nc.close()
+    finally:
+        embedded.stop_embedded(d)
