@@ -23,10 +23,11 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from replay.diff import CLASSES
 
-__all__ = ["print_summary", "to_html"]
+__all__ = ["print_summary", "to_html", "unique_labels"]
 
 _MARK = "/*REPORT_JSON*/null"
 
@@ -35,6 +36,8 @@ def to_html(report: Mapping[str, Any], *, max_rows: int = 500) -> str:
     """The report as one HTML page (template ``replay/templates/report.html``)."""
     data = dict(report)
     data["changes"] = list(report.get("changes", []))[:max_rows]
+    # labels no two hooks share, for the charts and the changed-events table
+    data["hook_labels"] = unique_labels(report.get("by_hook") or {}, 40)
     template = resources.files("replay").joinpath("templates/report.html").read_text("utf-8")
     text = json.dumps(data, sort_keys=True, ensure_ascii=True)
     # Inside <script>, "</script" ends the element and "<!--" starts a comment state:
@@ -63,6 +66,41 @@ def _short(text: object, n: int) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
+def _hook_text(h: Mapping[str, Any]) -> str:
+    text = " ".join(str(h.get("label")).split())
+    return text.rsplit("/", 1)[-1] if h.get("type") == "python" else text
+
+
+def unique_labels(hooks: Mapping[str, Mapping[str, Any]], width: int = 34) -> dict[str, str]:
+    """A label of at most `width` characters per hook, never the same for two hooks.
+
+    Two hooks whose texts cut to the same label (the same command behind two `if` rules,
+    two long commands alike at the start) are told apart by their `if` rule or matcher,
+    else by their id.
+
+    Example:
+        >>> unique_labels({"a": {"label": "echo no", "if": "Bash(curl *)"},
+        ...                "b": {"label": "echo no", "if": "Bash(wget *)"}})
+        {'a': 'echo no [Bash(curl *)]', 'b': 'echo no [Bash(wget *)]'}
+    """
+    short = {hid: _short(_hook_text(h), width) for hid, h in hooks.items()}
+    seen: dict[str, list[str]] = {}
+    for hid, label in short.items():
+        seen.setdefault(label, []).append(hid)
+    out = dict(short)
+    for group in (g for g in seen.values() if len(g) > 1):
+        for hid in group:
+            h = hooks[hid]
+            ctx = str(h.get("if") or h.get("matcher") or hid[:6])
+            ctx = _short(ctx, max(6, width // 2))
+            out[hid] = f"{_short(_hook_text(h), max(4, width - len(ctx) - 3))} [{ctx}]"
+        labels = [out[hid] for hid in group]
+        if len(set(labels)) < len(labels):  # the context did not tell them apart
+            for hid in group:
+                out[hid] = f"{_short(_hook_text(hooks[hid]), width - 9)} [{hid[:6]}]"
+    return out
+
+
 def _hooks(by_hook: Mapping[str, Mapping[str, Any]], limit: int = 15) -> Table | None:
     busy = sorted(
         by_hook.items(),
@@ -70,23 +108,33 @@ def _hooks(by_hook: Mapping[str, Mapping[str, Any]], limit: int = 15) -> Table |
     )[:limit]
     if not busy:
         return None
+    labels = unique_labels(dict(busy))
     cols = [("ran", "ran"), ("reused", "reused"), ("executed", "exec")]
     cols += [(k, n) for k, n in (("not_evaluated", "n/e"), ("errors", "err"))
              if any(h[k] for _, h in busy)]  # fmt: skip
     cols.append(("changed", "chg"))
+    sides = any(h.get("side") in ("removed", "added") for _, h in busy)
     t = Table(title="hooks", box=box.SIMPLE_HEAVY, pad_edge=False)
-    t.add_column("hook", no_wrap=True, overflow="ellipsis", max_width=34)
+    t.add_column("hook", no_wrap=True, overflow="ellipsis", max_width=36)
     t.add_column("type", no_wrap=True, max_width=7)
+    if sides:
+        t.add_column("settings", no_wrap=True)
     for _, name in cols:
         t.add_column(name, justify="right", no_wrap=True)
-    t.add_column("transitions")
+    t.add_column("transitions", overflow="fold")
     t.caption = "exec: executed · n/e: not evaluated · err: errors · chg: changed decisions"
+    if sides:
+        t.caption += " · removed: only in the baseline · added: only in the candidate"
     for hid, h in busy:
         trans = ", ".join(f"{k} {v}" for k, v in h.get("transitions", {}).items())
-        text = str(h.get("label"))
-        text = text.rsplit("/", 1)[-1] if h.get("type") == "python" else text
-        label = f"{_short(text, 26)} [dim]{hid[:6]}[/dim]"
-        t.add_row(label, str(h.get("type")), *(str(h[k]) for k, _ in cols), trans)
+        side = [str(h.get("side") if h.get("side") in ("removed", "added") else "")]
+        t.add_row(
+            Text(labels[hid]),
+            str(h.get("type")),
+            *(side if sides else []),
+            *(str(h[k]) for k, _ in cols),
+            trans,
+        )
     return t
 
 

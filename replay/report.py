@@ -34,8 +34,11 @@ Schema ``hookaudit.replay/1`` (`hookaudit replay --format json`; also kept in
                               system_message, errors_added, errors_removed)
     by_hook                   {hook_id: {label, type, source, matcher, if, ran, reused,
                               executed, not_evaluated, errors, changed,
-                              counterfactual_changed, transitions}}; hook_id "engine" is a
-                              change no hook's verdict explains (posture, engine version)
+                              counterfactual_changed, transitions, side}}; hook_id "engine"
+                              is a change no hook's verdict explains (posture, engine
+                              version); side: "removed" (not in the candidate settings),
+                              "added" (not in the baseline settings), "kept", or
+                              "candidate" (in the candidate; baseline recorded)
     by_user                   {user: {events, changed, counterfactual_changed}}
     timeline                  {bucket: "hour"|"day", points: [{start, events, changed,
                               transitions}]}
@@ -217,7 +220,32 @@ def _row(r: Row) -> dict[str, Any]:
     }
 
 
-def _by_hook(r: JobResult) -> dict[str, Any]:
+def _hook_ids(eff: Effective | None) -> frozenset[str] | None:
+    from engine.plan import identity_of
+
+    if eff is None:
+        return None
+    return frozenset(identity_of(e).key() for entries in eff.entries.values() for e in entries)
+
+
+def _side(hid: str, candidate: frozenset[str], baseline: frozenset[str] | None) -> str:
+    """How a hook changed: "removed" (not in the candidate settings: it ran only in the
+    baseline), "added" (not in the baseline settings), "kept" (in both), or "candidate"
+    (in the candidate; the recorded baseline has no settings to compare with).
+    """
+    if hid == ENGINE_HOOK:
+        return "kept"
+    if hid not in candidate:
+        return "removed"
+    if baseline is None:
+        return "candidate"
+    return "added" if hid not in baseline else "kept"
+
+
+def _by_hook(
+    r: JobResult, candidate: Effective | None = None, baseline: Effective | None = None
+) -> dict[str, Any]:
+    cand, base = _hook_ids(candidate), _hook_ids(baseline)
     out: dict[str, Any] = {}
     for hid in sorted(r.summary.hooks):
         hs = r.summary.hooks[hid]
@@ -237,6 +265,8 @@ def _by_hook(r: JobResult) -> dict[str, Any]:
             "counterfactual_changed": hs.counterfactual_changed,
             "transitions": dict(sorted(hs.transitions.items())),
         }
+        if cand is not None:
+            out[hid]["side"] = _side(hid, cand, base)
     return out
 
 
@@ -290,7 +320,7 @@ def build(
         "transitions": dict(sorted(s.transitions.items())),
         "counterfactual_transitions": dict(sorted(s.counterfactual_transitions.items())),
         "kinds": dict(sorted(s.kinds.items())),
-        "by_hook": _by_hook(r),
+        "by_hook": _by_hook(r, candidate, baseline),
         "by_user": users,
         "timeline": _timeline(s.hours),
         "top_commands": _top_commands(s.labels),

@@ -247,3 +247,45 @@ def test_strict_refuses_to_start_eval_replay_and_worker(tmp_path: Path, demo_dir
         run("eval", "--strict", "--settings", f"project:{STRICT}", "--event", str(ev)).returncode
         == 0
     )
+
+
+def test_html_report_header_removed_hooks_and_fit(demo_dir: Path, tmp_path: Path) -> None:
+    """Rendered in headless Chromium: a readable policy line, removed hooks said so,
+    unique hook labels, and a changed-events table no wider than its card."""
+    import re
+    import shutil
+
+    page = tmp_path / "r.html"
+    proc = run(
+        "replay", "--data-dir", str(demo_dir), "--settings", f"project:{STRICT}",
+        "--store", "none", "--format", "html", "--output", str(page),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "headless Chromium is needed: apt-get install -y chromium"
+    probe = page.read_text().replace(
+        'document.body.setAttribute("data-rendered", "yes");',
+        'document.body.setAttribute("data-rendered", "yes");'
+        'var c = document.getElementById("changes"), t = document.getElementById("changes-table");'
+        'document.body.setAttribute("data-fit", t && t.getBoundingClientRect().right <= '
+        'c.closest("section").getBoundingClientRect().right ? "yes" : "no");',
+    )
+    page.write_text(probe)
+    done = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}",
+         "--window-size=1000,2000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    dom = done.stdout
+    assert 'data-rendered="yes"' in dom, done.stderr[-1000:]
+    assert 'data-fit="yes"' in dom
+    meta = re.search(r'id="meta"[^>]*>([^<]*)<', dom)
+    assert meta is not None
+    assert "{" not in meta.group(1) and "new command hooks sandboxed" in meta.group(1)
+    assert 'data-side="removed"' in dom and "removed (only in the baseline)" in dom
+    data = json.loads(
+        re.search(r'id="report-data">(.*?)</script>', page.read_text(), re.S).group(1)  # type: ignore[union-attr]
+    )
+    labels = list(data["hook_labels"].values())
+    assert len(labels) == len(set(labels)) == len(data["by_hook"])
