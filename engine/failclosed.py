@@ -22,7 +22,22 @@ import os
 import sys
 from types import TracebackType
 
-__all__ = ["closed_answer", "exit_now", "guard_process", "one_line"]
+__all__ = ["armed", "closed_answer", "exit_now", "guard_process", "one_line"]
+
+#: The program name of a process whose hook fails closed (set by `guard_process`).
+_ARMED: list[str] = []
+
+
+def armed() -> str | None:
+    """The program name when this process is a hook that fails closed, else None.
+
+    A wrapper that turns errors into exit codes (the CLI's `main`) asks this first: exit 1
+    would let the call run.
+
+    >>> armed() is None
+    True
+    """
+    return _ARMED[-1] if _ARMED else None
 
 
 def one_line(exc: BaseException) -> str:
@@ -71,3 +86,5 @@ def guard_process(prog: str, *, closed: bool) -> None:
         exit_now("", f"{prog}: internal error: {one_line(exc)}", 1)
 
     sys.excepthook = hook
+    if closed:
+        _ARMED.append(prog)

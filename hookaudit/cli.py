@@ -114,6 +114,21 @@ def main(argv: list[str] | None = None) -> Any:
     args = argv if argv is not None else sys.argv[1:]
     try:
         rv = root.main(args=args, prog_name="hookaudit", standalone_mode=False)
+    except (Exception, click.Abort) as exc:
+        from engine.failclosed import armed, closed_answer, exit_now, one_line
+
+        prog = armed()  # a hook that fails closed: every failure blocks (exit 2), never 1
+        if prog is None or isinstance(exc, click.UsageError):
+            _report(exc, args)
+            raise  # unreachable: _report exits
+        exit_now(*closed_answer(f"internal error: {one_line(exc)}", prog))
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _report(exc: BaseException, args: list[str]) -> None:
+    """One line for an error no command reported, and its exit code."""
+    try:
+        raise exc
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "hookaudit"
         click.echo(f"{where}: {_one_line(exc.format_message())} (see `{where} --help`)", err=True)
@@ -138,4 +153,3 @@ def main(argv: list[str] | None = None) -> Any:
             err=True,
         )
         sys.exit(1)
-    sys.exit(rv if isinstance(rv, int) else 0)

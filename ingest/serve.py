@@ -551,6 +551,17 @@ class ServeApp:
                 ),
             )
             return
+        try:
+            answer, extra = await self._event(scope, headers, payload, text)
+        except Exception as exc:  # a bug must not turn into a 500, which fails open
+            _log.exception("%s request: internal error", name)
+            await self._refuse(send, 500, f"internal error: {type(exc).__name__}", name, b"")
+            return
+        await _respond(send, 200, answer, extra)
+
+    async def _event(
+        self, scope: Scope, headers: dict[bytes, bytes], payload: dict[str, Any], text: str
+    ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
         client = scope.get("client")
         event = new_event(
             payload,
@@ -560,8 +571,7 @@ class ServeApp:
             user=clean_header(headers.get(b"x-hookaudit-user")) or "",
         )
         answer = await self._decide(event)
-        extra = [(b"x-hookaudit-event-id", event.id.encode())]
-        await _respond(send, 200, answer, extra)
+        return answer, [(b"x-hookaudit-event-id", event.id.encode())]
 
     async def _decide(self, event: HookEvent) -> bytes:
         try:

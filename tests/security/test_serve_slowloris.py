@@ -240,6 +240,7 @@ async def test_oversized_head_pipelining_and_expect(gateway: tuple[str, int]) ->
     out = await asyncio.to_thread(_exchange, host, port, req(deny) + req(allow, close=True))
     assert out.count(b"HTTP/1.1 200") == 2, out
     assert out.index(b"no rm") < out.rindex(b"HTTP/1.1 200"), out
+
     # curl's Expect: 100-continue: the 100 comes before the body is sent, then the answer.
     def expect_continue() -> tuple[bytes, bytes]:
         with socket.create_connection((host, port), timeout=10) as s:
