@@ -1,0 +1,34 @@
+"""infra/claude/ snippets: the observe one wires every event Claude Code fires, and lints clean."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.events import CATALOG
+from engine.lint import lint_path
+
+SNIPPETS = Path(__file__).resolve().parents[2] / "infra" / "claude"
+CLAUDE_EVENTS = {s.name for s in CATALOG.values() if s.origin in ("claude", "claude-new")}
+
+
+@pytest.mark.parametrize("name", ["settings.observe.json", "settings.enforce.json"])
+def test_every_claude_code_event_is_published(name: str) -> None:
+    hooks = json.loads((SNIPPETS / name).read_text())["hooks"]
+    assert set(hooks) == CLAUDE_EVENTS
+    for event, groups in hooks.items():
+        commands = [h["command"] for g in groups for h in g["hooks"]]
+        assert any(c.startswith("hookaudit emit") for c in commands), event
+
+
+def test_enforce_waits_and_fails_closed_on_pretooluse() -> None:
+    hooks = json.loads((SNIPPETS / "settings.enforce.json").read_text())["hooks"]
+    command = hooks["PreToolUse"][0]["hooks"][0]["command"]
+    assert "--wait" in command and "--fail closed" in command
+
+
+@pytest.mark.parametrize("path", sorted(SNIPPETS.glob("*.json")), ids=lambda p: p.name)
+def test_snippets_lint_clean(path: Path) -> None:
+    assert lint_path(path) == []
