@@ -32,7 +32,7 @@ import msgspec
 from engine.errors import InvalidEvent
 from engine.events import field_types, is_known
 
-__all__ = ["MAX_DEPTH", "MAX_EVENT_BYTES", "nesting_depth", "parse_payload"]
+__all__ = ["MAX_DEPTH", "MAX_EVENT_BYTES", "nesting_depth", "parse_payload", "stored_payload"]
 
 #: The largest hook input accepted, in bytes.
 MAX_EVENT_BYTES = 8 * 1024 * 1024
@@ -220,3 +220,18 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
         raise InvalidEvent(where, f"hook_event_name: unknown hook event {name[:100]!r}")
     _check_types(name, payload, where)
     return payload
+
+
+def stored_payload(text: str, where: str = "stored event") -> dict[str, Any]:
+    """A payload read back from the log (replay): decoded at once when it cannot nest too
+    deep (the usual record: a few brackets), else through `parse_payload`.
+
+    The worker checked it before storing it; this keeps an older or forged log from
+    reaching a RecursionError.
+
+    >>> stored_payload('{"hook_event_name": "Stop"}')["hook_event_name"]
+    'Stop'
+    """
+    if text.count("[") + text.count("{") <= MAX_DEPTH and len(text) <= MAX_EVENT_BYTES:
+        return _decoder.decode(text)
+    return parse_payload(text, where)

@@ -61,10 +61,11 @@ from engine.decode import Profile
 from engine.errors import InvalidEvent, Unavailable
 from engine.events import CATALOG
 from engine.payload import parse_payload
-from engine.records import HookEvent, Outcome, encode_msgpack, new_event
+from engine.records import Fallback, HookEvent, Outcome, encode_msgpack, new_event
 from ingest.http1 import Http1Server, Limits, fd_ceiling
 from ingest.nats import ConnectOptions, Names, event_subject, provision, publish_error
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply
+from ingest.rejects import rejection
 from ingest.replysig import Verifier
 
 __all__ = [
@@ -471,6 +472,7 @@ class ServeApp:
         token = options.token
         self._token = hashlib.sha256(token.encode()).digest() if token else None
         self.http_stats: Callable[[], dict[str, int]] | None = None  # set by HttpServer
+        self._records: set[asyncio.Future[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sent: list[bool] = []
@@ -494,6 +496,14 @@ class ServeApp:
         """Answer a request that has no decision: under ``fail="closed"`` the event's
         blocking form when the event can be told (from the URL, else the body), so hostile
         input cannot fail open; otherwise (or when it cannot be told) the error `status`."""
+        if status == 400 and body:  # a whole body refused: its stub goes into the log
+            try:
+                r = rejection(body, why, stage="serve")
+                name = named or guess_event(body) or "unknown"
+                stub = new_event({"hook_event_name": name}, raw="{}", source="http", rejected=r)
+                self._record(stub)
+            except Exception as exc:  # recording is best effort; the answer is not
+                _log.warning("could not record a refused request: %s", exc)
         if self.options.fail == "closed":
             event = named or guess_event(body)
             obj = None if event is None else blocking_object(event, f"hookaudit: {why}")
@@ -585,7 +595,40 @@ class ServeApp:
             _log.exception("event %s: cannot render the decision", event.id)
             why = f"internal error: {type(exc).__name__}"
         _log.warning("event %s (%s): %s; failing %s", event.id, event.event, why, self.options.fail)
-        return failure_answer(event.event, self.options.fail, why)
+        answer = failure_answer(event.event, self.options.fail, why)
+        blocked = bool(answer)
+        fb = Fallback(
+            by="serve",
+            why=why,
+            fail=self.options.fail,
+            blocked=blocked,
+            decision=("deny" if event.event == "PreToolUse" else "block") if blocked else None,
+            reason=f"hookaudit: no decision ({why}); failing {self.options.fail}",
+            notice=True,
+        )
+        self._record(msgspec.structs.replace(event, fallback=fb))
+        return answer
+
+    def _record(self, event: HookEvent) -> None:
+        """Tell the log what serve answered by itself (a fallback notice, or the stub of
+        refused input), in the background and best effort: the answer never waits for it,
+        and with NATS down there is nowhere to record it (serve keeps no spool)."""
+        if not self.gateway.nc.is_connected:
+            return
+        task = asyncio.ensure_future(self._publish_record(event))
+        self._records.add(task)
+        task.add_done_callback(self._records.discard)
+
+    async def _publish_record(self, event: HookEvent) -> None:
+        notice = event.fallback is not None and event.fallback.notice
+        headers = {MSG_ID: f"{event.id}:fallback" if notice else event.id}
+        subject = event_subject(self.gateway.names, event.event)
+        try:
+            await self.gateway.js.publish(
+                subject, encode_msgpack(event), headers=headers, timeout=2.0
+            )
+        except Exception as exc:  # best effort: logged, never raised
+            _log.warning("event %s: could not record serve's own answer: %s", event.id, exc)
 
     def _authorized(self, value: bytes | None) -> bool:
         if self._token is None:

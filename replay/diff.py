@@ -32,7 +32,9 @@ from typing import Any, Protocol
 
 import msgspec
 
-from engine.records import HookEvent, HookRun, payload_dict
+from engine.errors import InvalidEvent
+from engine.payload import stored_payload
+from engine.records import HookEvent, HookRun
 
 __all__ = [
     "BEHAVIOURAL",
@@ -267,7 +269,10 @@ def event_label(
     'Bash: ls'
     """
     if payload is None:
-        payload = payload_dict(event)
+        try:
+            payload = stored_payload(event.payload)
+        except InvalidEvent:  # a label never fails: an unreadable payload has no detail
+            payload = {}
     text: str | None = None
     if event.tool_name:
         ti = payload.get("tool_input")

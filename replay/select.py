@@ -33,7 +33,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from engine.records import ENGINE_VERSION, HookEvent, HookRun, Outcome, payload_dict
+from engine.payload import stored_payload
+from engine.records import ENGINE_VERSION, HookEvent, HookRun, Outcome
 from ingest.log import Segment, iter_raw_lines, segments
 from ingest.log.lines import HEAD_TS
 from ingest.log.reader import hashed_lines
@@ -237,7 +238,7 @@ class Selected(msgspec.Struct, gc=False):
     def payload(self) -> dict[str, Any]:
         """The event's hook input as a dict (decoded on first use)."""
         if self._payload is None:
-            self._payload = payload_dict(self.base.event)
+            self._payload = stored_payload(self.base.event.payload, f"event {self.base.event.id}")
         return self._payload
 
 
@@ -346,8 +347,8 @@ def select(
                 except msgspec.DecodeError as exc:
                     _logger.warning("%s: skipped an unreadable record: %s", seg.name, exc)
                     continue
-                if base.replay_id is not None:
-                    continue
+                if base.replay_id is not None or base.event.rejected is not None:
+                    continue  # a replay's record, or refused input (nothing to evaluate)
                 if seen is not None:
                     if base.event.id in seen:
                         continue

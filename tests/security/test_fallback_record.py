@@ -1,0 +1,124 @@
+"""The record shows what the agent experienced, and nothing refused vanishes.
+
+Real `emit` processes, a real nats-server and a real worker: an event answered by the
+fallback while NATS was down (spooled), an event whose decision did not arrive in time
+(a notice follows it), and a 10 MB event (refused, kept, recorded) all end up in the log
+with `decided_by` telling policy from fallback, and in the `rejects` view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from nats.aio.client import Client
+
+from ingest import nats as ha_nats
+from ingest.log import iter_outcomes
+from queries.db import open_db
+
+REPO = Path(__file__).resolve().parents[2]
+HOOKS = """
+def guard(event):
+    if "rm -rf /" in str((event.get("tool_input") or {}).get("command", "")):
+        return {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": "no"}}
+    return None
+"""
+
+
+def pretool(command: str) -> bytes:
+    doc = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "session_id": "s",
+           "cwd": "/tmp", "tool_input": {"command": command}}
+    return json.dumps(doc).encode()
+
+
+def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "hookaudit", *args], input=stdin, capture_output=True,
+        cwd=REPO, timeout=120,
+    )
+
+
+async def test_fallback_answers_and_refused_input_are_recorded(
+    nats_server: Any, tmp_path: Path
+) -> None:
+    prefix = f"fb{time.time_ns() % 10**9}"
+    names = ha_nats.names(prefix)
+    data = tmp_path / "data"
+    down = ["--data-dir", str(data), "--nats", "nats://127.0.0.1:1", "--prefix", prefix]
+    up = ["--data-dir", str(data), "--nats", nats_server.url, "--prefix", prefix]
+
+    # 1. NATS down: the agent is denied by --fail closed; the event is spooled with that answer
+    p = cli("emit", *down, "--wait", "--fail", "closed", stdin=pretool("ls spooled"))
+    assert p.returncode == 0 and json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    # 2. a 10 MB event in observe mode: refused, kept, and its stub spooled for the log
+    big = pretool("x" * 10_000_000)
+    p = cli("emit", *down, stdin=big)
+    assert p.returncode == 0 and "exceeds the limit" in p.stderr.decode()
+    status = json.loads(cli("spool", "status", "--data-dir", str(data), "--format", "json").stdout)
+    assert (status["events"], status["rejects"], status["rejected_inputs"]) == (2, 1, 1)
+    listed = cli("spool", "rejects", "--data-dir", str(data), "--format", "jsonl").stdout.splitlines()
+    [kept] = [json.loads(x) for x in listed]
+    assert (kept["size"], kept["sha256"]) == (len(big), hashlib.sha256(big).hexdigest())
+
+    nc = Client()
+    await nc.connect(nats_server.url)
+    await ha_nats.provision(nc.jetstream(), prefix=prefix)
+    # 3. NATS up, no worker yet: the decision cannot arrive in time; a notice follows
+    p = cli("emit", *up, "--wait", "--timeout", "0.5", "--fail", "closed", stdin=pretool("ls late"))
+    assert json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert cli("spool", "flush", *up).returncode == 0
+
+    (tmp_path / "hooks.py").write_text(HOOKS)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [
+        {"matcher": "*", "hooks": [{"type": "python", "callable": "hooks.py:guard"}]}]}}))
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "hookaudit", "worker", *up, "--settings", f"project:{settings}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(iter_outcomes(data))) < 4:
+            assert time.monotonic() < deadline, "the worker did not record 4 outcomes"
+            await asyncio.sleep(0.2)
+        # a normal decision afterwards, to see policy next to fallback
+        p = cli("emit", *up, "--wait", "--fail", "closed", stdin=pretool("rm -rf /"))
+        assert json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=30)
+        await nc.close()
+    assert worker.returncode == 0, err.decode()
+
+    con = open_db(data)
+    rows = con.execute(
+        "SELECT command, decided_by, blocked, decision FROM outcomes ORDER BY seq"
+    ).fetchall()
+    by = {(c or "", d): (b, dec) for c, d, b, dec in rows}
+    # what the agent got, not what the policy (which allows `ls`) would have said
+    assert by[("ls spooled", "fallback")] == (True, "deny")
+    assert by[("ls late", "fallback")] == (True, "deny")
+    assert by[("ls late", "policy")] == (False, None)  # the worker's own, later verdict
+    assert by[("rm -rf /", "policy")] == (True, "deny")
+    [policy_note] = [o.errors for o in iter_outcomes(data) if o.event.tool_name and
+                     "spooled" in o.event.payload]
+    assert any("policy decision not seen by the agent" in e for e in policy_note)
+    [(stage, size, digest, reason)] = con.execute(
+        "SELECT stage, size, sha256, reason FROM rejects"
+    ).fetchall()
+    assert (stage, size, digest) == ("emit", len(big), hashlib.sha256(big).hexdigest())
+    counts = dict(con.execute("SELECT decided_by, count(*) FROM outcomes GROUP BY 1").fetchall())
+    print(
+        f"record: spooled fallback deny and late-decision notice recorded as fallback, "
+        f"policy verdicts kept beside them; 10 MB event recorded ({reason[:50]}...); "
+        f"decided_by counts {counts}"
+    )
