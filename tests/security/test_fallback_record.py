@@ -35,15 +35,23 @@ def guard(event):
 
 
 def pretool(command: str) -> bytes:
-    doc = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "session_id": "s",
-           "cwd": "/tmp", "tool_input": {"command": command}}
+    doc = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "session_id": "s",
+        "cwd": "/tmp",
+        "tool_input": {"command": command},
+    }
     return json.dumps(doc).encode()
 
 
 def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "hookaudit", *args], input=stdin, capture_output=True,
-        cwd=REPO, timeout=120,
+        [sys.executable, "-m", "hookaudit", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=REPO,
+        timeout=120,
     )
 
 
@@ -51,21 +59,25 @@ async def test_fallback_answers_and_refused_input_are_recorded(
     nats_server: Any, tmp_path: Path
 ) -> None:
     prefix = f"fb{time.time_ns() % 10**9}"
-    names = ha_nats.names(prefix)
     data = tmp_path / "data"
     down = ["--data-dir", str(data), "--nats", "nats://127.0.0.1:1", "--prefix", prefix]
     up = ["--data-dir", str(data), "--nats", nats_server.url, "--prefix", prefix]
 
     # 1. NATS down: the agent is denied by --fail closed; the event is spooled with that answer
     p = cli("emit", *down, "--wait", "--fail", "closed", stdin=pretool("ls spooled"))
-    assert p.returncode == 0 and json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert (
+        p.returncode == 0
+        and json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    )
     # 2. a 10 MB event in observe mode: refused, kept, and its stub spooled for the log
     big = pretool("x" * 10_000_000)
     p = cli("emit", *down, stdin=big)
     assert p.returncode == 0 and "exceeds the limit" in p.stderr.decode()
     status = json.loads(cli("spool", "status", "--data-dir", str(data), "--format", "json").stdout)
     assert (status["events"], status["rejects"], status["rejected_inputs"]) == (2, 1, 1)
-    listed = cli("spool", "rejects", "--data-dir", str(data), "--format", "jsonl").stdout.splitlines()
+    listed = cli(
+        "spool", "rejects", "--data-dir", str(data), "--format", "jsonl"
+    ).stdout.splitlines()
     [kept] = [json.loads(x) for x in listed]
     assert (kept["size"], kept["sha256"]) == (len(big), hashlib.sha256(big).hexdigest())
 
@@ -79,11 +91,24 @@ async def test_fallback_answers_and_refused_input_are_recorded(
 
     (tmp_path / "hooks.py").write_text(HOOKS)
     settings = tmp_path / "settings.json"
-    settings.write_text(json.dumps({"hooks": {"PreToolUse": [
-        {"matcher": "*", "hooks": [{"type": "python", "callable": "hooks.py:guard"}]}]}}))
+    settings.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {
+                            "matcher": "*",
+                            "hooks": [{"type": "python", "callable": "hooks.py:guard"}],
+                        }
+                    ]
+                }
+            }
+        )
+    )
     worker = subprocess.Popen(
         [sys.executable, "-m", "hookaudit", "worker", *up, "--settings", f"project:{settings}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 60
@@ -109,8 +134,9 @@ async def test_fallback_answers_and_refused_input_are_recorded(
     assert by[("ls late", "fallback")] == (True, "deny")
     assert by[("ls late", "policy")] == (False, None)  # the worker's own, later verdict
     assert by[("rm -rf /", "policy")] == (True, "deny")
-    [policy_note] = [o.errors for o in iter_outcomes(data) if o.event.tool_name and
-                     "spooled" in o.event.payload]
+    [policy_note] = [
+        o.errors for o in iter_outcomes(data) if o.event.tool_name and "spooled" in o.event.payload
+    ]
     assert any("policy decision not seen by the agent" in e for e in policy_note)
     [(stage, size, digest, reason)] = con.execute(
         "SELECT stage, size, sha256, reason FROM rejects"
