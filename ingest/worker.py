@@ -1,13 +1,16 @@
 """The worker: consume hook events, evaluate them, append outcomes, then ack and answer.
 
 Rules of this file:
-- Ack only **after** the batch's outcomes are durably appended (one fsync per batch).
+- Ack only **after** an event's outcome is durably appended (one fsync per commit).
   A crash before the ack re-delivers; the log drops the re-delivered duplicate by its
   idempotency key and the stored outcome is published and answered again.
 - Each outcome is published on the outcomes stream and its PubAck awaited before the
   event is acked, so a SIEM forwarder reading that stream misses nothing.
 - A waiting emitter gets its Reply only after the append: nobody acts on a decision
-  that is not on disk.
+  that is not on disk. It waits for nothing else: events are evaluated as they arrive and
+  each commit takes the outcomes decided so far, so a slow hook delays only its own event.
+- The log chain has one writer, the committer: records are chained in commit order
+  (the order in which events were decided), one chain per worker.
 - No poison message: a message that cannot be decoded, whose payload the engine's parser
   refuses, or whose evaluation raises is terminated (never redelivered), kept in
   ``<data-dir>/rejects/`` with its size, sha256 and reason, recorded in the log as a
@@ -15,7 +18,7 @@ Rules of this file:
   ``--fail`` decides). The worker never stops because of one event.
 - A spooled event that carries a `Fallback` is recorded with the answer the agent got;
   a fallback notice (the emitter gave up waiting) is recorded without evaluating again.
-- SIGTERM finishes the batch in hand and exits; SIGHUP reloads the settings.
+- SIGTERM finishes every event in hand and exits; SIGHUP reloads the settings.
 
 Example:
     $ hookaudit worker --data-dir D --settings project:infra/policies/security.json
@@ -24,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import socket
@@ -36,13 +40,14 @@ from typing import Any, Literal
 from engine.errors import SettingsError, Unavailable
 from engine.executors.command import CommandExecutor
 from engine.failclosed import one_line
-from engine.records import HookEvent, Outcome, encode_msgpack, uuid7
+from engine.records import HookEvent, Outcome, encode_msgpack
 from engine.run import Engine
 from engine.sources import Effective, load_sources
 from ingest.admit import Admitted, admit, experienced, record_only, rejected
 from ingest.log import LogWriter, idempotency_key
 from ingest.nats import ConnectOptions, Names, outcome_subject, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply, reply_subject_ok
+from ingest.puback import AckWaiter
 from ingest.pull import Puller
 from ingest.replysig import Signer
 
@@ -60,53 +65,6 @@ class WorkerStats:
     replies: int = 0
     batches: int = 0
     started: float = field(default_factory=time.time)
-
-
-class _AckWaiter:
-    """Publishes to JetStream with one shared inbox and awaits PubAcks in bulk.
-
-    nats-py's `js.publish` makes a request per message; this keeps many publishes in
-    flight on one wildcard subscription, like the Go client's PublishAsync.
-    """
-
-    def __init__(self, nc: Any) -> None:
-        self.nc = nc
-        self.prefix = f"_INBOX.hookaudit.{uuid7().replace('-', '')}"
-        self.pending: dict[str, asyncio.Future[bytes]] = {}
-        self.n = 0
-        self.sub: Any = None
-
-    async def start(self) -> None:
-        self.sub = await self.nc.subscribe(self.prefix + ".*", cb=self._on_ack)
-
-    async def _on_ack(self, msg: Any) -> None:
-        fut = self.pending.pop(msg.subject, None)
-        if fut is not None and not fut.done():
-            fut.set_result(msg.data)
-
-    async def publish(
-        self, subject: str, data: bytes, headers: dict[str, str]
-    ) -> asyncio.Future[bytes]:
-        self.n += 1
-        inbox = f"{self.prefix}.{self.n}"
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self.pending[inbox] = fut
-        await self.nc.publish(subject, data, reply=inbox, headers=headers)
-        return fut
-
-    async def wait(self, futures: Sequence[asyncio.Future[bytes]], timeout: float) -> None:
-        if not futures:
-            return
-        await self.nc.flush()
-        try:
-            acks = await asyncio.wait_for(asyncio.gather(*futures), timeout)
-        except TimeoutError as exc:
-            for f in futures:
-                f.cancel()
-            raise Unavailable("JetStream did not acknowledge outcome publications in time") from exc
-        for ack in acks:
-            if b'"error"' in ack:
-                raise Unavailable(f"JetStream refused an outcome: {ack[:200]!r}")
 
 
 def _executors(workdir: str | None, mcp_configs: Sequence[str]) -> dict[str, Any]:
@@ -158,6 +116,15 @@ class Worker:
         self.max_segment_age = max_segment_age
         self.on_batch = on_batch
         self.signer = signer
+        self.max_open = max(1, batch) * (self.pipeline + 1)
+        self.progress_every = 10.0  # s; well inside the consumer's ack wait (30 s)
+        self._open = 0  # events fetched and not yet acked or terminated
+        self._room = asyncio.Event()
+        self._ready: list[tuple[Any, HookEvent, Outcome]] = []
+        self._ready_signal = asyncio.Event()
+        self._evals: set[asyncio.Task[None]] = set()
+        self._publishing: set[asyncio.Task[None]] = set()
+        self._closing = False
         self.stats = WorkerStats()
         self.stopping = asyncio.Event()
         self.eff: Effective = load_sources(self.specs)
@@ -203,40 +170,26 @@ class Worker:
             await provision(js, prefix=self.names.prefix)
             sub = Puller(nc, self.names.events_stream, self.names.worker_consumer)
             await sub.start()
-            acks = _AckWaiter(nc)
+            acks = AckWaiter(nc)
             await acks.start()
             self.writer = self._open_log()
             _log.info("worker %s consuming %s", self.name, self.names.events_stream)
-            inflight: set[asyncio.Task[None]] = set()
+            committer = asyncio.create_task(self._commit_loop(nc, acks))
             try:
-                while not self.stopping.is_set():
-                    msgs = await sub.fetch(self.batch, timeout=0.5)
-                    if not msgs:
-                        if self.writer.seal_due():  # idle: seal an aged segment, off the loop
-                            await asyncio.to_thread(self.writer.roll_if_due)
-                        continue
-                    handled = await self._append(nc, msgs)
-                    if handled is None:
-                        continue
-                    # Publishing outcomes and acking overlaps the next batch's evaluation:
-                    # the batch is already durable, and its events are acked only once
-                    # JetStream has stored every outcome.
-                    task = asyncio.create_task(self._publish_and_ack(nc, acks, *handled))
-                    inflight.add(task)
-                    task.add_done_callback(inflight.discard)
-                    if len(inflight) >= self.pipeline:
-                        done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
-                        for t in done:
-                            if t.exception() is not None:
-                                # Nothing is lost: the batch is on disk and its events are
-                                # not acked, so JetStream redelivers them; the log drops the
-                                # duplicates and the outcomes are published again.
-                                _log.error("publishing a batch failed: %s", t.exception())
+                await self._fetch_loop(sub, committer)
             finally:
-                if inflight:
-                    for failure in await asyncio.gather(*inflight, return_exceptions=True):
-                        if isinstance(failure, BaseException):
-                            _log.error("publishing a batch failed: %s", failure)
+                # SIGTERM: finish every event in hand, commit, publish, ack.
+                if self._evals:
+                    await asyncio.gather(*self._evals, return_exceptions=True)
+                self._closing = True
+                self._ready_signal.set()
+                failure = (await asyncio.gather(committer, return_exceptions=True))[0]
+                if self._publishing:
+                    for f in await asyncio.gather(*self._publishing, return_exceptions=True):
+                        if isinstance(f, BaseException):
+                            _log.error("publishing a batch failed: %s", f)
+            if isinstance(failure, BaseException):
+                raise failure  # the log could not be written: Unavailable, say why
         finally:
             if self.writer is not None:
                 self.writer.close()
@@ -249,60 +202,123 @@ class Worker:
     def stop(self) -> None:
         self.stopping.set()
 
-    async def _bounded(self, coro: Coroutine[Any, Any, Outcome]) -> Outcome | BaseException:
-        async with self.sem:
-            try:
-                return await coro
-            except Exception as exc:  # one event's failure is its own record, not the batch's
-                return exc
+    # -- scheduling --------------------------------------------------------------------
+    # An event's reply waits only for its own hooks and the fsync of the commit it joins:
+    # the fetch loop starts every event as it arrives, outcomes queue in `_ready` as they
+    # are decided, and the committer appends whatever is ready (one fsync), answers those
+    # emitters, and hands them to publish-then-ack. A slow hook holds back its own event
+    # only (and one of `concurrency` evaluation slots). At most `max_open` events are
+    # between fetch and ack at once; fetching waits for room.
 
-    async def _append(
-        self, nc: Any, msgs: list[Any]
-    ) -> tuple[list[tuple[Any, HookEvent]], list[Outcome]] | None:
-        """Decode, evaluate and durably append one batch; answer waiting emitters.
+    async def _fetch_loop(self, sub: Puller, committer: asyncio.Task[None]) -> None:
+        while not self.stopping.is_set() and not committer.done():
+            room = self.max_open - self._open
+            if room <= 0:
+                self._room.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._room.wait(), 0.5)
+                continue
+            msgs = await sub.fetch(min(self.batch, room), timeout=0.5)
+            for msg in msgs:
+                self._start(msg)
+            await asyncio.sleep(0)  # let the committer take this fetch's ready outcomes
+
+    def _start(self, msg: Any) -> None:
+        """Admit one message and start its evaluation; an outcome known at once is ready.
 
         One event never stops the worker: a message that cannot be decoded, validated or
         evaluated becomes a ``rejected`` record (and is terminated, not redelivered).
         """
+        self._open += 1
+        admitted = self._admit(msg)
+        if isinstance(admitted, Outcome):
+            self._decided(msg, admitted.event, admitted)
+            return
+        ev, payload = admitted
+        if ev.rejected is not None:  # refused by emit or serve: record, do not evaluate
+            self._decided(msg, ev, self._record_only(ev, "rejected"))
+            return
+        if ev.fallback is not None and ev.fallback.notice:
+            self._decided(msg, ev, self._record_only(ev, "fallback"))
+            return
+        try:
+            started = self.engine.start(ev, self.eff, payload=payload)
+        except Exception as exc:
+            self._decided(msg, ev, self._rejected(msg, ev, f"evaluation failed: {one_line(exc)}"))
+            return
+        if isinstance(started, Outcome):
+            self._decided(msg, ev, started)
+            return
+        task = asyncio.create_task(self._evaluate(msg, ev, started))
+        self._evals.add(task)
+        task.add_done_callback(self._evals.discard)
+
+    def _decided(self, msg: Any, ev: HookEvent, outcome: Outcome) -> None:
+        self._ready.append((msg, ev, experienced(outcome)))
+        self._ready_signal.set()
+
+    async def _evaluate(self, msg: Any, ev: HookEvent, coro: Coroutine[Any, Any, Outcome]) -> None:
+        try:
+            async with self.sem:
+                task = asyncio.ensure_future(coro)
+                # A hook may outlast the consumer's ack wait: tell JetStream we are on it,
+                # so it does not redeliver the event to another worker meanwhile.
+                while not (await asyncio.wait({task}, timeout=self.progress_every))[0]:
+                    with contextlib.suppress(Exception):
+                        await msg.in_progress()
+                outcome = task.result()
+        except Exception as exc:  # one event's failure is its own record, not the worker's
+            outcome = self._rejected(msg, ev, f"evaluation failed: {one_line(exc)}")
+        self._decided(msg, ev, outcome)
+
+    def _release(self, n: int) -> None:
+        self._open -= n
+        self._room.set()
+
+    async def _commit_loop(self, nc: Any, acks: AckWaiter) -> None:
+        """The log's one user: seal when due, append what is ready, answer, publish."""
         assert self.writer is not None
-        events: list[tuple[Any, HookEvent]] = []
-        outcomes: list[Outcome | None] = []
-        waiting: list[tuple[int, Coroutine[Any, Any, Outcome]]] = []
-        for msg in msgs:
-            admitted = self._admit(msg)
-            if isinstance(admitted, Outcome):
-                events.append((msg, admitted.event))
-                outcomes.append(admitted)
+        while True:
+            if not self._ready:
+                if self._closing:
+                    return
+                self._ready_signal.clear()
+                try:
+                    await asyncio.wait_for(self._ready_signal.wait(), 0.5)
+                except TimeoutError:
+                    if self.writer.seal_due():  # idle: seal an aged segment, off the loop
+                        await asyncio.to_thread(self.writer.roll_if_due)
                 continue
-            ev, payload = admitted
-            events.append((msg, ev))
-            if ev.rejected is not None:  # refused by emit or serve: record, do not evaluate
-                outcomes.append(self._record_only(ev, "rejected"))
-                continue
-            if ev.fallback is not None and ev.fallback.notice:
-                outcomes.append(self._record_only(ev, "fallback"))
-                continue
+            if self.writer.seal_due():
+                # Sealing takes seconds for 64 MiB: off the loop, which keeps evaluating.
+                await asyncio.to_thread(self.writer.roll_if_due)
+            items, self._ready = self._ready, []
             try:
-                started = self.engine.start(ev, self.eff, payload=payload)
-            except Exception as exc:
-                outcomes.append(self._rejected(msg, ev, f"evaluation failed: {one_line(exc)}"))
-                continue
-            if isinstance(started, Outcome):
-                outcomes.append(started)
-            else:
-                outcomes.append(None)
-                waiting.append((len(outcomes) - 1, started))
-        if waiting:
-            done = await asyncio.gather(*(self._bounded(c) for _, c in waiting))
-            for (i, _), o in zip(waiting, done, strict=True):
-                if isinstance(o, BaseException):
-                    msg, ev = events[i]
-                    o = self._rejected(msg, ev, f"evaluation failed: {one_line(o)}")
-                outcomes[i] = o
-        ready = [experienced(o) for o in outcomes if o is not None]
-        if self.writer.seal_due():
-            # Sealing takes seconds for 64 MiB: off the loop, which keeps answering NATS.
-            await asyncio.to_thread(self.writer.roll_if_due)
+                events, final = await self._append(nc, items)
+            except BaseException:
+                self._release(len(items))  # not acked: JetStream redelivers them
+                raise
+            # Publishing outcomes and acking overlaps the next commit: these events are
+            # durable, and they are acked only once JetStream has stored every outcome.
+            task = asyncio.create_task(self._publish_and_ack(nc, acks, events, final))
+            self._publishing.add(task)
+            task.add_done_callback(self._publishing.discard)
+            if len(self._publishing) >= self.pipeline:
+                done, _ = await asyncio.wait(self._publishing, return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    if t.exception() is not None:
+                        # Nothing is lost: the outcomes are on disk and their events are
+                        # not acked, so JetStream redelivers them; the log drops the
+                        # duplicates and the outcomes are published again.
+                        _log.error("publishing a batch failed: %s", t.exception())
+
+    async def _append(
+        self, nc: Any, items: list[tuple[Any, HookEvent, Outcome]]
+    ) -> tuple[list[tuple[Any, HookEvent]], list[Outcome]]:
+        """Durably append decided events (one fsync); answer their waiting emitters."""
+        assert self.writer is not None
+        events = [(msg, ev) for msg, ev, _ in items]
+        ready = [o for _, _, o in items]
         stored = self.writer.append_batch(ready, roll=False)
         by_key = {idempotency_key(o.event.id, o.settings_id, o.replay_id): o for o in stored}
         final: list[Outcome] = []
@@ -339,23 +355,26 @@ class Worker:
     async def _publish_and_ack(
         self,
         nc: Any,
-        acks: _AckWaiter,
+        acks: AckWaiter,
         events: list[tuple[Any, HookEvent]],
         final: list[Outcome],
     ) -> None:
-        futures = []
-        for o in final:
-            subject = outcome_subject(self.names, o.event.event, o.decision or "none")
-            headers = {MSG_ID: idempotency_key(o.event.id, o.settings_id, o.replay_id)}
-            futures.append(await acks.publish(subject, encode_msgpack(o), headers))
-        await acks.wait(futures, timeout=10.0)
-        for (msg, _), o in zip(events, final, strict=True):
-            r = o.event.rejected
-            if o.decided_by == "rejected" and r is not None and r.stage == "worker":
-                await msg.term()  # recorded: never redeliver a message that cannot be used
-            else:
-                await msg.ack()
-        await nc.flush()
+        try:
+            futures = []
+            for o in final:
+                subject = outcome_subject(self.names, o.event.event, o.decision or "none")
+                headers = {MSG_ID: idempotency_key(o.event.id, o.settings_id, o.replay_id)}
+                futures.append(await acks.publish(subject, encode_msgpack(o), headers))
+            await acks.wait(futures, timeout=10.0)
+            for (msg, _), o in zip(events, final, strict=True):
+                r = o.event.rejected
+                if o.decided_by == "rejected" and r is not None and r.stage == "worker":
+                    await msg.term()  # recorded: never redeliver a message that cannot be used
+                else:
+                    await msg.ack()
+            await nc.flush()
+        finally:
+            self._release(len(events))
         self.stats.events += len(events)
         self.stats.batches += 1
         if self.on_batch is not None:
