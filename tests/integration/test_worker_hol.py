@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from tests.conftest import NatsServer
 
 REPO = Path(__file__).resolve().parents[2]
-SLOW = 4.0
+SLOW = 8.0
 FAST = 6
 
 
