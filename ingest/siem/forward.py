@@ -80,6 +80,8 @@ class Forwarder:
     to: str = ""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     counters: Counters = field(init=False)
+    _saved_at: float = field(init=False, default=0.0)
+    _dirty: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         prev = read_counters(self.data_dir, self.name)
@@ -149,7 +151,10 @@ class Forwarder:
                 msgs = await puller.fetch(self.batch, timeout=1.0)
                 if msgs:
                     await self._handle(nc, msgs)
-                    write_counters(self.data_dir, self.counters)
+                    self._dirty = True
+                    self._save()
+                elif self._dirty:  # idle: the last batch's counters go to disk now
+                    self._save(force=True)
             await puller.stop()
         finally:
             with contextlib.suppress(Exception):
@@ -205,7 +210,7 @@ class Forwarder:
                     self.counters.last_sent_at = time.time()
                     break
             await self._ack_done(nc, items)
-            write_counters(self.data_dir, self.counters)  # status shows an outage as it lasts
+            self._save(force=True)  # status shows an outage as it lasts
             if self.stopping.is_set():
                 break
             with contextlib.suppress(TimeoutError):
@@ -216,6 +221,14 @@ class Forwarder:
         for it in items:  # stopping with records in hand: hand them back at once
             with contextlib.suppress(Exception):
                 await it.msg.nak()
+
+    def _save(self, *, force: bool = False) -> None:
+        """Counters to disk at most twice a second (a SIGKILL loses at most that much of
+        them; never a record: those are tracked by JetStream acks, not by the counters)."""
+        now = time.monotonic()
+        if force or now - self._saved_at >= 0.5:
+            write_counters(self.data_dir, self.counters)
+            self._saved_at, self._dirty = now, False
 
     def _keepalive(self, items: list[_Item]) -> Any:
         async def alive() -> None:

@@ -126,14 +126,23 @@ class _Bound:
     """Bounds and redacts strings; remembers whether anything was cut."""
 
     def __init__(self, redactor: Redactor, max_field: int) -> None:
-        self.redactor = redactor
+        self.redactor: Redactor | None = redactor
         self.max_field = max_field
         self.cut = False
+
+    def skip_redaction_unless(self, strings: list[str]) -> None:
+        """One scan over all of an outcome's strings, joined by line breaks: when no pattern
+        matches there, none matches any one of them (each is a substring bounded by a
+        non-word character, as at the start and end of a string), so each string need not be
+        scanned again."""
+        if self.redactor is not None and not self.redactor.may_match("\n".join(strings)):
+            self.redactor = None
 
     def text(self, value: str) -> str:
         if not value.isascii():
             value = value.encode("utf-8", "replace").decode("utf-8")
-        value = self.redactor.text(value)
+        if self.redactor is not None:
+            value = self.redactor.text(value)
         if len(value) > self.max_field:
             self.cut = True
             return value[: self.max_field] + "…[truncated]"
@@ -205,6 +214,12 @@ def build_view(
             raw = json.loads(ev.payload)
         except (ValueError, RecursionError):
             raw = {"payload_text": ev.payload}
+    strings: list[str] = []
+    _strings(raw, strings, 0)
+    strings += [ev.event, ev.session_id, ev.host, ev.user, ev.source, outcome.reason or ""]
+    strings += [ev.tool_name or "", ev.tool_use_id or "", ev.cwd or "", *outcome.errors]
+    strings += [_rule(r) for r in outcome.runs]
+    b.skip_redaction_unless(strings)
     payload = b.tree(raw)
     tool_input = payload.get("tool_input") if isinstance(payload, dict) else None
     ti: dict[str, Any] = tool_input if isinstance(tool_input, dict) else {}
@@ -249,6 +264,21 @@ def build_view(
         truncated=b.cut,
         untruncated_size=len(ev.payload),
     )
+
+
+def _strings(value: Any, out: list[str], depth: int) -> None:
+    """Every string (keys too) in a decoded JSON value, to `MAX_DEPTH` levels."""
+    if isinstance(value, str):
+        out.append(value)
+    elif depth > MAX_DEPTH:
+        return
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.append(str(k))
+            _strings(v, out, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out, depth + 1)
 
 
 def _str(value: object) -> str | None:
