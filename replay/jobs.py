@@ -217,12 +217,45 @@ def _run_jobs(req: Request, executors: dict[str, Executor] | None, keep: int) ->
     return _in_process(req, executors, keep) if req.jobs <= 1 else _in_processes(req, keep)
 
 
-def _report_progress(progress: Callable[[str], None], counter: Any, done: threading.Event) -> None:
-    """Every few seconds, how many events the jobs have read (`runner.progress_counter`)."""
+def log_total(data_dir: str | Path) -> int:
+    """How many records the log holds: sealed counts from the manifests, active lines counted.
+
+    Only for progress lines (a torn or unreadable line still counts).
+
+    Example:
+        >>> log_total(tempfile.mkdtemp())
+        0
+    """
+    from ingest.log import read_manifest, segments
+
+    total = 0
+    counts: dict[tuple[str, int], int] = {}
+    segs = segments(data_dir)
+    for w in {s.worker for s in segs}:
+        for m in read_manifest(data_dir, w):
+            if m.entry is not None:
+                counts[(w, m.entry.seq)] = m.entry.count
+    for seg in segs:
+        if seg.kind == "sealed":
+            total += counts.get((seg.worker, seg.seq), 0)
+            continue
+        with contextlib.suppress(OSError), open(seg.path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                total += chunk.count(b"\n")
+    return total
+
+
+def _report_progress(
+    progress: Callable[[str], None], counter: Any, done: threading.Event, total: int
+) -> None:
+    """Every few seconds, how many of the log's records the jobs have read, and the rate."""
     t0 = time.perf_counter()
     while not done.wait(3.0):
         n = counter.value
-        progress(f"… {n} events ({n / (time.perf_counter() - t0):.0f}/s)")
+        rate = n / (time.perf_counter() - t0)
+        eta = f", ~{(total - n) / rate:.0f} s left" if rate > 0 and total > n else ""
+        of = f" of {total}" if total else ""
+        progress(f"… {n}{of} records read ({rate:.0f}/s{eta})")
 
 
 def store_outcomes(data_dir: str | Path, outcomes: list[bytes]) -> tuple[str | None, int]:
@@ -295,12 +328,13 @@ def replay(
     base = _load(req.baseline, req.project_dir)
     done = threading.Event()
     counter = progress_counter() if progress is not None else None
+    total = log_total(req.data_dir) if progress is not None else 0
     if progress is not None:
-        progress(f"replaying with {req.jobs} job(s)…")
+        progress(f"replaying {total} logged records with {req.jobs} job(s)…")
     if progress is not None and counter is not None:
         counter.value = 0
         threading.Thread(
-            target=_report_progress, args=(progress, counter, done), daemon=True
+            target=_report_progress, args=(progress, counter, done, total), daemon=True
         ).start()
     try:
         merged = _run_jobs(req, executors, max_rows)

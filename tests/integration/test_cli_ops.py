@@ -289,3 +289,10 @@ def test_html_report_header_removed_hooks_and_fit(demo_dir: Path, tmp_path: Path
     )
     labels = list(data["hook_labels"].values())
     assert len(labels) == len(set(labels)) == len(data["by_hook"])
+
+
+def test_replay_progress_has_a_total(demo_dir: Path) -> None:
+    from replay.jobs import log_total
+
+    lines = sum(p.read_bytes().count(b"\n") for p in (demo_dir / "log" / "active").rglob("*.jsonl"))
+    assert log_total(demo_dir) == lines > 0
