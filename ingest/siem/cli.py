@@ -62,6 +62,7 @@ def _nats_options(f: Any) -> Any:
             envvar=ENV["creds"],
             default=None,
             metavar="FILE",
+            type=click.Path(exists=True, dir_okay=False),
             help="NATS credentials file (env HOOKAUDIT_NATS_CREDS).",
         ),
         click.option(
@@ -70,6 +71,7 @@ def _nats_options(f: Any) -> Any:
             envvar=ENV["nkey_seed"],
             default=None,
             metavar="FILE",
+            type=click.Path(exists=True, dir_okay=False),
             help="NATS nkey seed file (env HOOKAUDIT_NATS_NKEY).",
         ),
         click.option(
