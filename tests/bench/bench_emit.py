@@ -4,7 +4,7 @@
 every action of the agent. The yardstick is what no NATS client can avoid: starting
 Python and importing nats-py. Both are run N times, interleaved, in the same run.
 
-    .venv/bin/python tests/bench/bench_emit.py [-n 20]
+    .venv/bin/python tests/bench/bench_emit.py [-n 20] [--no-auth]
 
 Prints one JSON object: medians in ms and ``ratio`` = emit / `python -c "import nats"`
 (target <= 1.3). Bytecode is cached for the timed runs (PYTHONPYCACHEPREFIX in a temp
@@ -94,12 +94,12 @@ async def _provision(url: str, data_dir: Path) -> None:
         await nc.close()
 
 
-def _start(data_dir: Path) -> embedded.EmbeddedServer:
+def _start(data_dir: Path, auth: bool = True) -> embedded.EmbeddedServer:
     # start_embedded can read the server's ports file while it is still empty
     # (JSONDecodeError, reported to its owner); starting again is harmless.
     for attempt in range(3):
         try:
-            return embedded.start_embedded(data_dir)
+            return embedded.start_embedded(data_dir, auth=auth)
         except ValueError:
             if attempt == 2:
                 raise
@@ -109,11 +109,12 @@ def _start(data_dir: Path) -> embedded.EmbeddedServer:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=20, help="runs of each command (interleaved)")
+    ap.add_argument("--no-auth", action="store_true", help="an open server (no role keys)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-emit-") as tmp:
         data_dir = Path(tmp)
-        server = _start(data_dir)
+        server = _start(data_dir, auth=not args.no_auth)
         try:
             asyncio.run(_provision(server.url, data_dir))
             emit = _emit_argv(data_dir)
@@ -140,6 +141,7 @@ def main() -> None:
     med = {k: round(statistics.median(v), 1) for k, v in samples.items()}
     report = {
         "n": args.n,
+        "auth": not args.no_auth,
         "emit_command": " ".join(emit[:4]) + " …",
         "median_ms": med,
         "min_ms": {k: round(min(v), 1) for k, v in samples.items()},

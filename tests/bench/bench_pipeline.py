@@ -10,7 +10,8 @@ embedded nats-server, in the same run:
   (PubAck awaited), then acks.
 
 Prints JSON with both rates and the ratio (target ≥ 0.7).
-Run: .venv/bin/python tests/bench/bench_pipeline.py [N]
+Run: .venv/bin/python tests/bench/bench_pipeline.py [N] [--no-auth]
+(--no-auth: the same run on an open server, to measure what authentication costs.)
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ async def worker_rate(co: ConnectOptions, prefix: str, count: int, d: Path) -> f
     return count / elapsed
 
 
-async def main(count: int) -> None:
+async def main(count: int, auth: bool = True) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         # The embedded default: the worker role's nkey, anonymous clients refused.
@@ -175,6 +176,7 @@ async def main(count: int) -> None:
         json.dumps(
             {
                 "events": count,
+                "auth": auth,
                 "raw_pull_ack_per_s": round(baseline),
                 "worker_end_to_end_per_s": round(ours),
                 "ratio": round(ours / baseline, 3),
@@ -188,4 +190,5 @@ async def main(count: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20000))
+    argv = [a for a in sys.argv[1:] if a != "--no-auth"]
+    asyncio.run(main(int(argv[0]) if argv else 20000, auth="--no-auth" not in sys.argv))

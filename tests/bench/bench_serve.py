@@ -16,7 +16,7 @@ The client is a minimal keep-alive HTTP/1.1 client on a blocking socket, sending
 one after another as one Claude Code session does; a Python HTTP client (httpx) would add
 ~0.8 ms of its own per request. Target: serve_responder p99 <= 5 ms.
 
-    .venv/bin/python tests/bench/bench_serve.py [--requests 2000] [--no-worker]
+    .venv/bin/python tests/bench/bench_serve.py [--requests 2000] [--no-worker] [--no-auth]
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ def _allow(ev: HookEvent) -> Outcome:
 async def responder(url: str, prefix: str, data_dir: str) -> None:
     from ingest.replysig import Signer, ensure_reply_key
 
-    signer = Signer.from_file(ensure_reply_key(Path(data_dir)))  # serve verifies, as live
+    # Serve verifies, as live; "-" (--no-auth): unsigned replies, serve verifies nothing.
+    signer = None if data_dir == "-" else Signer.from_file(ensure_reply_key(Path(data_dir)))
     nc = await connect(url, name="bench-responder")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -95,7 +96,7 @@ async def responder(url: str, prefix: str, data_dir: str) -> None:
     async def on_event(msg: Msg) -> None:
         ev = decode_event_msgpack(msg.data)
         reply = encode_msgpack(Reply(event_id=ev.id, outcome=_allow(ev)))
-        sig = {SIG_HEADER: signer.sign(reply)}
+        sig = None if signer is None else {SIG_HEADER: signer.sign(reply)}
         await nc.publish((msg.headers or {})[REPLY_HEADER], reply, headers=sig)
 
     async def on_request(msg: Msg) -> None:
@@ -242,25 +243,31 @@ def start_serve(
     return proc, first_line(proc, "serve", log).split()[-1]
 
 
-def run(n: int, with_worker: bool) -> dict[str, Any]:
+def run(n: int, with_worker: bool, auth: bool = True) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     # The responder reads events with a plain subscription, which no role may: it runs on
     # an open server (signed replies still). The worker run uses the embedded default:
     # role keys, signed and verified replies.
     server = start_embedded(tmp / "nats", auth=False)
     prefix2 = f"bench{secrets.token_hex(3)}"
-    authed = start_embedded(tmp / "auth", prefixes=(prefix2,))
+    authed = start_embedded(tmp / "auth", prefixes=(prefix2,), auth=auth)
+    # --no-auth: serve's data dirs hold no reply.pub, so it verifies nothing (the worker
+    # still signs: its cost stays in both runs).
+    serve_dir = tmp / "auth" if auth else tmp / "noverify"
+    responder_dir = str(tmp / "nats") if auth else "-"
     procs: list[subprocess.Popen[bytes]] = []
     results: dict[str, Any] = {}
     try:
         prefix = f"bench{secrets.token_hex(3)}"
         me = str(Path(__file__).resolve())
         procs.append(
-            spawn([me, "--responder", server.url, prefix, str(tmp / "nats")], tmp / "responder.log")
+            spawn([me, "--responder", server.url, prefix, responder_dir], tmp / "responder.log")
         )
         first_line(procs[-1], "responder", tmp / "responder.log")
         results["nats_request_reply"] = asyncio.run(bench_nats(server.url, prefix, n))
-        serve, hooks_url = start_serve(server.url, prefix, tmp / "serve.log", tmp / "nats")
+        serve, hooks_url = start_serve(
+            server.url, prefix, tmp / "serve.log", tmp / "nats" if auth else tmp / "noverify"
+        )
         procs.append(serve)
         results["http_healthz"] = bench_http(hooks_url, n, healthz=True)
         results["serve_responder"] = bench_http(hooks_url, n, healthz=False)
@@ -291,7 +298,7 @@ def run(n: int, with_worker: bool) -> dict[str, Any]:
                     tmp / "worker.log",
                 )
             )
-            serve, hooks_url = start_serve(authed.url, prefix, tmp / "serve2.log", tmp / "auth")
+            serve, hooks_url = start_serve(authed.url, prefix, tmp / "serve2.log", serve_dir)
             procs.append(serve)
             results["serve_worker_python"] = bench_http(hooks_url, n, healthz=False)
     finally:
@@ -308,18 +315,22 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--no-worker", action="store_true", help="skip the real-worker run")
     ap.add_argument(
+        "--no-auth", action="store_true", help="open server, replies not verified (baseline)"
+    )
+    ap.add_argument(
         "--responder", nargs=3, metavar=("NATS_URL", "PREFIX", "DATA_DIR"), help=argparse.SUPPRESS
     )
     args = ap.parse_args()
     if args.responder:
         asyncio.run(responder(*args.responder))
         return
-    results = run(args.requests, with_worker=not args.no_worker)
+    results = run(args.requests, with_worker=not args.no_worker, auth=not args.no_auth)
     print(
         json.dumps(
             {
                 "benchmark": "serve",
                 "requests": args.requests,
+                "auth": not args.no_auth,
                 "warmup": WARMUP,
                 "http_parser": "h11 (ingest/http1.py)",
                 "python": platform.python_version(),
