@@ -54,6 +54,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ingest.cli_emit:spool",
         "Events spooled on disk while NATS was unreachable, and refused input: flush, status, rejects.",
     ),
+    "detect": (
+        "queries.cli_detect:detect_cmd",
+        "Run Sigma rules (product claude_code) over the history.",
+    ),
     "siem": (
         "ingest.siem.cli:siem_group",
         "Stream outcomes to a SIEM (OCSF, CEF, ECS; syslog, HEC, Elastic, HTTPS, file).",

@@ -160,7 +160,14 @@ def eval_cmd(
     guard_process("hookaudit eval", closed=closed)
     try:
         _eval(
-            settings_specs, event_path, posture, profile, fmt, lenient, mcp_configs, wait_async,
+            settings_specs,
+            event_path,
+            posture,
+            profile,
+            fmt,
+            lenient,
+            mcp_configs,
+            wait_async,
             strict,
         )
     except SystemExit as exc:
