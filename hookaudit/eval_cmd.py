@@ -143,7 +143,10 @@ def eval_cmd(
 
     Exit status: 0 when the event was evaluated (whatever the decision; with
     --format claude, the exit code a Claude Code hook would use), 1 on bad input,
-    2 on usage errors.
+    2 on usage errors. With --format claude --posture enforcing it is a hook that
+    fails closed: bad input (too large, nested deeper than 64, duplicate keys, wrong
+    field types, not UTF-8), bad settings or any internal error exit 2 with the reason
+    on stderr, which blocks.
 
     \b
     Example:
