@@ -38,6 +38,7 @@ REQUIRED = {
     "--settings": f"project:{POLICY}",
     "--worker": "w1",
     "--dir": "keys",
+    "--rules": str(REPO / "infra" / "sigma"),
     "statement": "SELECT 1",
     "settings": str(POLICY),
     "name": "denied",

@@ -353,7 +353,9 @@ async def test_wait_timeout_fails_closed(
     (ev, _, _), (note, _, _) = await stored(js, names)  # the event, then the agent's answer
     assert note.id == ev.id and note.fallback is not None
     assert note.fallback.blocked == (event != "SessionStart")
-    assert note.fallback.decision == {"PreToolUse": "deny", "SessionStart": None}.get(event, "block")
+    assert note.fallback.decision == {"PreToolUse": "deny", "SessionStart": None}.get(
+        event, "block"
+    )
 
 
 async def test_reply_error_acts_per_fail_mode(
