@@ -1,0 +1,96 @@
+"""Run the differential suite: `python -m tests.conformance.claude_code [options]`.
+
+--version X      run against Claude Code X (installed first with install.sh X) and print
+                 which scenarios changed status against the recorded results of the pinned
+                 version (results/<pinned>.json).
+-k TEXT          only scenarios whose name contains TEXT.
+--fast           only the fast subset.
+--jobs N         scenarios run at once (default 3).
+--record         write results/<version>.json (the pinned version's file is the baseline).
+--keep DIR       keep every run directory under DIR (requests, hook log, transcripts).
+--fixtures       write hook inputs and transcripts of every scenario to tests/fixtures/claude_code/.
+-v               print every difference of every scenario that does not match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import harness  # noqa: E402
+import scenarios  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.conformance.claude_code",
+                                 description="Claude Code vs hookaudit, scenario by scenario.")
+    ap.add_argument("--version", default=harness.PINNED)
+    ap.add_argument("-k", dest="select", default="")
+    ap.add_argument("--fast", action="store_true")
+    ap.add_argument("--jobs", type=int, default=3)
+    ap.add_argument("--record", action="store_true")
+    ap.add_argument("--keep", type=Path)
+    ap.add_argument("--fixtures", action="store_true")
+    ap.add_argument("-v", dest="verbose", action="store_true")
+    a = ap.parse_args(argv)
+
+    if a.version != harness.PINNED or not (HERE / ".cc" / a.version).exists():
+        p = subprocess.run(["bash", str(HERE / "install.sh"), a.version])
+        if p.returncode != 0:
+            print(f"cannot install Claude Code {a.version}", file=sys.stderr)
+            return 1
+    try:
+        binary = harness.claude_bin(a.version)
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    chosen = [s for s in (scenarios.FAST if a.fast else scenarios.ALL) if a.select in s.name]
+    results = harness.run_all(chosen, binary, jobs=a.jobs, keep=a.keep)
+    for r in results:
+        if r.status in ("mismatch", "error") or (a.verbose and r.diffs):
+            print(f"{r.status.upper()} {r.name}")
+            for d in r.diffs if a.verbose else r.diffs[:2]:
+                print(f"    {d[:1500]}")
+    doc = {r.name: {"status": r.status, "observation": r.original, "evals": r.evals}
+           for r in results}
+    if a.record:
+        dest = HERE / "results" / f"{a.version}.json"
+        dest.parent.mkdir(exist_ok=True)
+        old = json.loads(dest.read_text()) if dest.exists() else {}
+        old.update(doc)
+        dest.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
+    if a.fixtures:
+        fx = harness.REPO / "tests" / "fixtures" / "claude_code" / a.version
+        fx.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            if r.fixture:
+                (fx / f"{r.name}.json").write_text(json.dumps(r.fixture, indent=1) + "\n")
+    if a.version != harness.PINNED:
+        base_p = HERE / "results" / f"{harness.PINNED}.json"
+        base = json.loads(base_p.read_text()) if base_p.exists() else {}
+        changed = 0
+        for r in results:
+            b = base.get(r.name)
+            if b is None:
+                continue
+            if b["status"] != r.status or _digest(b["observation"]) != _digest(r.original):
+                changed += 1
+                print(f"CHANGED {r.name}: {b['status']} -> {r.status}")
+        print(f"{changed} scenarios changed between {harness.PINNED} and {a.version}")
+    print(harness.summary(results))
+    return 0 if all(r.status in ("match", "deviation") for r in results) else 1
+
+
+def _digest(obs: dict[str, object]) -> str:
+    keep = {k: obs.get(k) for k in ("ran", "told", "files")}
+    return json.dumps(keep, sort_keys=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

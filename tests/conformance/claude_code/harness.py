@@ -1,0 +1,498 @@
+"""Run one scenario against the real Claude Code and against hookaudit, and compare.
+
+A scenario is settings (per source) + scripted hook behaviours + scripted model turns. Three
+runs make one verdict:
+
+1. `original`: Claude Code with the scenario's hooks. Every hook is `hook.py DIR LABEL`, which
+   logs the hook input Claude Code sent it.
+2. `eval`: `hookaudit eval --format json` on every hook input Claude Code produced, with the
+   same settings files: it must run exactly the hooks Claude Code ran.
+3. `wrapped`: Claude Code whose only hooks are one `hookaudit eval --format claude` per event,
+   over the original settings: the model, the user and the file system must see exactly what
+   they saw in run 1.
+
+What is compared (an `Observation`): which hooks ran per event occurrence, what each model
+request was told (the newest user turn: tool results, hook context, prompts), what reached
+the user (stream-json result and notices), and the files the session left in the project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+HOOK = HERE / "hook.py"
+PINNED = (HERE / "PINNED").read_text().strip()
+HOOKAUDIT = [str(REPO / ".venv" / "bin" / "hookaudit")]
+if not Path(HOOKAUDIT[0]).exists():
+    HOOKAUDIT = [sys.executable, "-m", "hookaudit"]
+
+sys.path.insert(0, str(HERE))
+import mock_api  # noqa: E402
+
+SCOPES = ("user", "project", "local", "flag")
+
+
+def claude_bin(version: str = PINNED) -> Path:
+    """The installed binary of `version`; raises with the install command when missing."""
+    b = HERE / ".cc" / version / "node_modules" / ".bin" / "claude"
+    if not b.exists():
+        raise FileNotFoundError(
+            f"Claude Code {version} is not installed: run "
+            f"tests/conformance/claude_code/install.sh {version}"
+        )
+    return b
+
+
+@dataclass
+class Scenario:
+    """One case. `sources` maps a scope to its settings object (or raw text, for broken files).
+
+    Inside settings, the string `{HOOK:label}` becomes the command of a logging hook and
+    `{ROOT}` the run directory. `behaviours` say what each label answers.
+    """
+
+    name: str
+    sources: dict[str, Any]
+    turns: list[dict[str, Any]]
+    behaviours: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prompt: str = "go"
+    args: list[str] = field(default_factory=list)
+    deviation: str | None = None
+    fast: bool = False
+    files: dict[str, str] = field(default_factory=dict)
+    wrap: bool = True
+    lenient: bool = False
+    note: str = ""
+
+
+@dataclass
+class Arm:
+    root: Path
+    stream: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
+    hooklog: list[dict[str, Any]]
+    files: dict[str, str]
+    rc: int
+    stderr: str
+
+
+def _subst(obj: Any, root: Path) -> Any:
+    if isinstance(obj, str):
+        obj = re.sub(
+            r"\{HOOK:([A-Za-z0-9_.-]+)\}",
+            lambda m: f"python3 {HOOK} {root} {m.group(1)}",
+            obj,
+        )
+        return obj.replace("{ROOT}", str(root))
+    if isinstance(obj, list):
+        return [_subst(x, root) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _subst(v, root) for k, v in obj.items()}
+    return obj
+
+
+def _paths(root: Path) -> dict[str, Path]:
+    return {
+        "user": root / "home" / ".claude" / "settings.json",
+        "project": root / "proj" / ".claude" / "settings.json",
+        "local": root / "proj" / ".claude" / "settings.local.json",
+        "flag": root / "flag-settings.json",
+    }
+
+
+def _write_sources(root: Path, sources: dict[str, Any]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for scope, content in sources.items():
+        p = _paths(root)[scope]
+        p.parent.mkdir(parents=True, exist_ok=True)
+        text = content if isinstance(content, str) else json.dumps(_subst(content, root), indent=1)
+        if isinstance(content, str):
+            text = _subst(content, root)
+        p.write_text(text)
+        out[scope] = p
+    return out
+
+
+def _env(root: Path, port: int) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(root / "home"),
+        "CLAUDE_CONFIG_DIR": str(root / "home" / ".claude"),
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CONFORM_LOG": str(root / "hooks.jsonl"),
+        "LANG": "C.UTF-8",
+    }
+
+
+def run_claude(sc: Scenario, root: Path, sources: dict[str, Any], binary: Path) -> Arm:
+    """Run Claude Code once in a fresh HOME and project under `root`."""
+    (root / "home" / ".claude").mkdir(parents=True, exist_ok=True)
+    proj = root / "proj"
+    (proj / ".claude").mkdir(parents=True, exist_ok=True)
+    (root / "behaviours").mkdir(exist_ok=True)
+    for label, b in sc.behaviours.items():
+        (root / "behaviours" / f"{label}.json").write_text(json.dumps(_subst(b, root)))
+    for rel, text in sc.files.items():
+        (proj / rel).parent.mkdir(parents=True, exist_ok=True)
+        (proj / rel).write_text(_subst(text, root))
+    written = _write_sources(root, sources)
+    record = root / "requests.jsonl"
+    record.touch()
+    server, _ = mock_api.serve(_subst(sc.turns, root), record)
+    try:
+        args = [str(binary), "-p", sc.prompt, "--output-format", "stream-json", "--verbose",
+                "--include-hook-events", *(_subst(sc.args, root))]
+        if "flag" in written:
+            args += ["--settings", str(written["flag"])]
+        try:
+            p = subprocess.run(args, cwd=proj, env=_env(root, server.server_address[1]),
+                               capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+            rc, out, err = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as exc:
+            rc, out, err = -9, (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), "timeout"
+    finally:
+        server.shutdown()
+        server.server_close()
+    stream = []
+    for line in out.splitlines():
+        try:
+            stream.append(json.loads(line))
+        except ValueError:
+            stream.append({"_text": line})
+    return Arm(root, stream, _jsonl(record), _jsonl(root / "hooks.jsonl"),
+               _tree(proj), rc, err)
+
+
+def _jsonl(p: Path) -> list[dict[str, Any]]:
+    if not p.exists():
+        return []
+    out = []
+    for line in p.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def _tree(proj: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(proj.rglob("*")):
+        if p.is_file() and ".claude" not in p.relative_to(proj).parts:
+            try:
+                out[str(p.relative_to(proj))] = p.read_text()[:2000]
+            except (OSError, UnicodeDecodeError):
+                out[str(p.relative_to(proj))] = "<binary>"
+    return out
+
+
+# ---- observation ------------------------------------------------------------------------
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _norm(text: str, root: Path) -> str:
+    text = text.replace(str(root), "$ROOT")
+    text = _UUID.sub("$UUID", text)
+    text = re.sub(r"python3 \S*hook\.py \$ROOT ", "hook:", text)
+    text = re.sub(r"\b\d+(\.\d+)?m?s\b", "$DUR", text)
+    # A hook's message names the hook's command; in the wrapped run that is hookaudit's.
+    text = re.sub(r"hook error: \[[^\]\n]*\]: ", "hook error: ", text)
+    text = re.sub(r"\b(task|run|hook|agent)_id\": \"[^\"]*\"", r'\1_id": "$ID"', text)
+    text = re.sub(r"\b(agentId|agent_id|task_id)[:=] ?[0-9a-z-]{6,}", r"\1:$ID", text)
+    text = re.sub(r"\ba[0-9a-f]{16}\b", "$AGENT", text)
+    text = re.sub(r"\"(end_time|start_time|duration_ms|duration_api_ms)\": \d+", r'"\1": 0', text)
+    return text
+
+
+def _blocks(content: Any, root: Path) -> list[Any]:
+    if isinstance(content, str):
+        return [_norm(content, root)]
+    out: list[Any] = []
+    for b in content or []:
+        if not isinstance(b, dict):
+            continue
+        t = b.get("type")
+        if t == "text":
+            out.append(_norm(b.get("text", ""), root))
+        elif t == "tool_result":
+            c = b.get("content")
+            if isinstance(c, list):
+                c = "\n".join(x.get("text", "") for x in c if isinstance(x, dict))
+            out.append({"tool_result": _norm(str(c or ""), root),
+                        "is_error": bool(b.get("is_error")), "id": b.get("tool_use_id")})
+        elif t == "tool_use":
+            out.append({"tool_use": b.get("name"), "input": json.loads(_norm(json.dumps(b.get("input")), root))})
+    return out
+
+
+def told(arm: Arm) -> list[list[Any]]:
+    """For each scripted model request: what was new in its conversation since the last one."""
+    out = []
+    seen = 0
+    for r in arm.requests:
+        k = str(r.get("kind", ""))
+        if not (k.startswith("turn") or k == "done"):
+            continue
+        msgs = r["body"].get("messages") or []
+        if len(msgs) < seen:
+            seen = 0  # a new conversation (a subagent, or after compaction)
+        new = msgs[max(seen - 1, 0):] if seen else msgs
+        seen = len(msgs)
+        out.append([b for m in new if m.get("role") == "user" for b in _blocks(m.get("content"), arm.root)])
+    return out
+
+
+_SYSTEM_SKIP = {"hook_started", "hook_response", "hook_progress", "init", "status",
+                "compact_boundary"}
+
+
+def user_view(arm: Arm) -> dict[str, Any]:
+    """What the user of `claude -p` saw: the result record and the notices of the stream."""
+    notices = []
+    result: dict[str, Any] = {}
+    for e in arm.stream:
+        if e.get("type") == "system" and e.get("subtype") not in _SYSTEM_SKIP:
+            d = {k: v for k, v in e.items() if k not in ("uuid", "session_id", "timestamp")}
+            notices.append(json.loads(_norm(json.dumps(d), arm.root)))
+        if e.get("type") == "result":
+            result = {"subtype": e.get("subtype"), "is_error": e.get("is_error"),
+                      "result": _norm(str(e.get("result", "")), arm.root),
+                      "num_turns": e.get("num_turns"),
+                      "stop_reason": e.get("stop_reason")}
+    return {"result": result, "notices": notices, "rc": arm.rc}
+
+
+def occurrences(arm: Arm) -> list[dict[str, Any]]:
+    """Hook runs grouped by the hook input they were given (one group per event occurrence)."""
+    groups: list[dict[str, Any]] = []
+    for e in arm.hooklog:
+        inp = e["input"]
+        key = json.dumps(inp, sort_keys=True)
+        for g in groups:
+            # The same input again after a label already ran on it is a new occurrence.
+            if g["key"] == key and e["label"] not in g["labels"]:
+                g["labels"].append(e["label"])
+                break
+        else:
+            groups.append({"key": key, "input": inp, "labels": [e["label"]]})
+    for g in groups:
+        g["labels"].sort()
+    return groups
+
+
+def ran(arm: Arm) -> list[tuple[str, list[str]]]:
+    return [(str(g["input"].get("hook_event_name")) if isinstance(g["input"], dict) else "?",
+             g["labels"]) for g in occurrences(arm)]
+
+
+def observe(arm: Arm) -> dict[str, Any]:
+    return {"ran": ran(arm), "told": told(arm), "user": user_view(arm), "files": arm.files}
+
+
+# ---- hookaudit sides --------------------------------------------------------------------
+
+
+def _specs(written: dict[str, Path]) -> list[str]:
+    out = []
+    for scope in SCOPES:
+        if scope in written:
+            out += ["--settings", f"{scope}:{written[scope]}"]
+    return out
+
+
+def eval_side(sc: Scenario, arm: Arm, sources: dict[str, Any]) -> list[dict[str, Any]]:
+    """`hookaudit eval` on every input Claude Code produced; which hooks it ran."""
+    written = {s: p for s, p in _paths(arm.root).items() if s in sources}
+    res = []
+    for g in occurrences(arm):
+        if not isinstance(g["input"], dict):
+            continue
+        env = dict(_env(arm.root, 9), CONFORM_LOG=str(arm.root / "eval-hooks.jsonl"))
+        cmd = [*HOOKAUDIT, "eval", "--format", "json", *_specs(written)]
+        if sc.lenient:
+            cmd.append("--lenient")
+        p = subprocess.run(cmd, input=json.dumps(g["input"]), capture_output=True, text=True,
+                           env=env, cwd=arm.root / "proj", timeout=120)
+        try:
+            doc = json.loads(p.stdout)
+        except ValueError:
+            doc = {"_error": (p.stderr or p.stdout).strip()[:500]}
+        labels = sorted(
+            m.group(1)
+            for h in doc.get("hooks", [])
+            for m in [re.search(r"hook\.py \S+ (\S+)", str(h.get("command") or ""))]
+            if m
+        )
+        res.append({"event": g["input"].get("hook_event_name"), "claude": g["labels"],
+                    "hookaudit": labels, "decision": {k: doc.get(k) for k in (
+                        "blocked", "decision", "reason", "updated_input", "additional_context",
+                        "system_messages", "continue", "stop_reason", "errors", "_error")}})
+    return res
+
+
+def _events_of(sources: dict[str, Any]) -> list[str]:
+    evs: list[str] = []
+    for content in sources.values():
+        if isinstance(content, dict):
+            for ev in (content.get("hooks") or {}):
+                if ev not in evs:
+                    evs.append(ev)
+        elif isinstance(content, str):
+            for ev in re.findall(r'"([A-Z][A-Za-z]+)"\s*:\s*\[', content):
+                if ev not in evs and ev not in ("hooks",):
+                    evs.append(ev)
+    return evs
+
+
+def wrapped_sources(sc: Scenario, root: Path) -> dict[str, Any]:
+    """One `hookaudit eval --format claude` hook per event, reading the original files."""
+    orig = _paths(root / "orig")
+    (root / "orig").mkdir(parents=True, exist_ok=True)
+    specs: list[str] = []
+    for scope in SCOPES:
+        if scope in sc.sources:
+            c = sc.sources[scope]
+            orig[scope].parent.mkdir(parents=True, exist_ok=True)
+            orig[scope].write_text(_subst(c, root) if isinstance(c, str) else json.dumps(_subst(c, root)))
+            specs.append(f"--settings {scope}:{orig[scope]}")
+    cmd = " ".join([*HOOKAUDIT, "eval", "--format", "claude", *specs,
+                    *(["--lenient"] if sc.lenient else [])])
+    hooks = {ev: [{"hooks": [{"type": "command", "command": cmd, "timeout": 600}]}]
+             for ev in _events_of(sc.sources)}
+    return {"project": {"hooks": hooks}}
+
+
+# ---- verdict ----------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str
+    status: str  # match | deviation | mismatch | error
+    diffs: list[str]
+    original: dict[str, Any]
+    evals: list[dict[str, Any]]
+    deviation: str | None = None
+    fixture: dict[str, Any] = field(default_factory=dict)
+
+
+def run_scenario(sc: Scenario, binary: Path, keep: Path | None = None) -> Result:
+    base = Path(tempfile.mkdtemp(prefix=f"cc-{sc.name[:30]}-"))
+    try:
+        o_root = base / "o"
+        o_root.mkdir()
+        orig = run_claude(sc, o_root, sc.sources, binary)
+        obs_o = observe(orig)
+        diffs: list[str] = []
+        evals = eval_side(sc, orig, sc.sources)
+        for e in evals:
+            if e["claude"] != e["hookaudit"]:
+                diffs.append(f"eval {e['event']}: Claude Code ran {e['claude']}, hookaudit "
+                             f"{e['hookaudit']} {e['decision'].get('_error') or ''}".rstrip())
+        if sc.wrap:
+            w_root = base / "w"
+            w_root.mkdir()
+            wrapped = run_claude(sc, w_root, wrapped_sources(sc, w_root), binary)
+            obs_w = observe(wrapped)
+            # In the wrapped run, hook.py is run by hookaudit with the same inputs.
+            for k in ("ran", "told", "user", "files"):
+                a, b = obs_o[k], _rebase(obs_w[k])
+                if json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True):
+                    where, x, y = first_difference(a, b, k)
+                    diffs.append(f"wrapped {where}: Claude Code {json.dumps(x)[:600]} | "
+                                 f"with hookaudit {json.dumps(y)[:600]}")
+        status = "match" if not diffs else ("deviation" if sc.deviation else "mismatch")
+        fixture = {"hook_inputs": [g["input"] for g in occurrences(orig)],
+                   "transcript": _transcript(orig)}
+        return Result(sc.name, status, diffs, obs_o, evals, sc.deviation, fixture)
+    except Exception as exc:  # a harness failure is reported as a result, not a crash
+        return Result(sc.name, "error", [f"{type(exc).__name__}: {exc}"], {}, [])
+    finally:
+        if keep is not None:
+            dest = keep / sc.name
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(base, dest, symlinks=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
+    """The path of the first place where `a` and `b` differ, and the two values there."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if json.dumps(a.get(k), sort_keys=True) != json.dumps(b.get(k), sort_keys=True):
+                return first_difference(a.get(k), b.get(k), f"{path}.{k}")
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            if json.dumps(x, sort_keys=True) != json.dumps(y, sort_keys=True):
+                return first_difference(x, y, f"{path}[{i}]")
+        if len(a) != len(b):
+            return f"{path}[{min(len(a), len(b))}:]", a[len(b):], b[len(a):]
+    return path, a, b
+
+
+def _rebase(obj: Any) -> Any:
+    return obj
+
+
+def _transcript(arm: Arm) -> list[dict[str, Any]]:
+    found = sorted((arm.root / "home" / ".claude" / "projects").rglob("*.jsonl"))
+    out: list[dict[str, Any]] = []
+    for p in found[:1]:
+        for line in p.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def run_all(scenarios: list[Scenario], binary: Path, jobs: int = 3,
+            keep: Path | None = None, progress: bool = True) -> list[Result]:
+    """Run scenarios `jobs` at a time (each is two Claude Code runs and some evals)."""
+    results: dict[str, Result] = {}
+    queue = list(scenarios)
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                sc = queue.pop(0)
+            r = run_scenario(sc, binary, keep)
+            with lock:
+                results[sc.name] = r
+                if progress:
+                    print(f"  [{len(results)}/{len(scenarios)}] {r.status:9} {sc.name}",
+                          file=sys.stderr, flush=True)
+
+    threads = [threading.Thread(target=worker) for _ in range(max(1, jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [results[s.name] for s in scenarios]
+
+
+def summary(results: list[Result]) -> str:
+    m = sum(r.status == "match" for r in results)
+    d = sum(r.status == "deviation" for r in results)
+    return f"{len(results)} scenarios, {m} match, {d} documented deviations"
