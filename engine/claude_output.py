@@ -18,8 +18,10 @@ Rules of this file:
   from no hooks at all cannot be expressed there: any WorktreeCreate hook replaces
   git's default, so an empty answer fails creation.
 - What cannot be expressed (non-blocking errors, warnings) goes to stderr on exit 0,
-  which Claude Code sends to its debug log. Several contexts or system messages are
-  joined with a blank line, since one hook gives one of each.
+  which Claude Code sends to its debug log. Several contexts are joined with a blank
+  line, since one hook gives one of each; several system messages with a newline, since
+  Claude Code shows each line of one as its own "says:" line (a blank line would show an
+  empty one).
 - Round trip: decoding the output as one command hook and aggregating gives back the
   same blocked, decision, reason, updated input, context and continue.
 
@@ -97,7 +99,7 @@ def render_claude(
         if decision.stop_reason is not None:
             top["stopReason"] = decision.stop_reason
     if decision.system_messages:
-        top["systemMessage"] = "\n\n".join(decision.system_messages)
+        top["systemMessage"] = "\n".join(decision.system_messages)
     sequence = decision.specific.get("terminalSequence")
     if isinstance(sequence, str):
         top["terminalSequence"] = sequence

@@ -891,7 +891,7 @@ def comparable(d: Decision) -> tuple[Any, ...]:
         d.reason,
         d.updated_input,
         "\n\n".join(d.additional_context),
-        "\n\n".join(d.system_messages),
+        "\n".join(d.system_messages),  # one line per message, as Claude Code shows them
         d.continue_,
         d.stop_reason,
     )

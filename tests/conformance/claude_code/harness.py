@@ -170,6 +170,8 @@ def run_claude(sc: Scenario, root: Path, sources: dict[str, Any], binary: Path) 
     finally:
         server.shutdown()
         server.server_close()
+    (root / "stream.jsonl").write_text(out)
+    (root / "stderr.txt").write_text(err)
     stream = []
     for line in out.splitlines():
         try:
@@ -210,15 +212,19 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 def _norm(text: str, root: Path) -> str:
     text = text.replace(str(root), "$ROOT")
+    text = text.replace(re.sub(r"[^A-Za-z0-9]", "-", str(root / "proj")), "$MROOT")
     text = _UUID.sub("$UUID", text)
     text = re.sub(r"python3 \S*hook\.py \$ROOT ", "hook:", text)
     text = re.sub(r"\b\d+(\.\d+)?m?s\b", "$DUR", text)
     # A hook's message names the hook's command; in the wrapped run that is hookaudit's.
     text = re.sub(r"hook error: \[[^\]\n]*\]: ", "hook error: ", text)
+    text = re.sub(r"(?m)^\[(python3 |/|MOCKVERDICT)[^\]\n]*\]: ", "", text)
+    text = re.sub(r"(?m)^\[hook:[^\]\n]*\]: ", "", text)
     text = re.sub(r"\b(task|run|hook|agent)_id\": \"[^\"]*\"", r'\1_id": "$ID"', text)
     text = re.sub(r"\b(agentId|agent_id|task_id)[:=] ?[0-9a-z-]{6,}", r"\1:$ID", text)
     text = re.sub(r"\ba[0-9a-f]{16}\b", "$AGENT", text)
-    text = re.sub(r"\"(end_time|start_time|duration_ms|duration_api_ms)\": \d+", r'"\1": 0', text)
+    text = re.sub(r"\"(end_time|start_time|duration_ms|duration_api_ms|retry_delay_ms)\": \d+",
+                  r'"\1": 0', text)
     return text
 
 
@@ -260,8 +266,9 @@ def told(arm: Arm) -> list[list[Any]]:
     return out
 
 
+# Per-hook progress and rendering events: a wrapped run has other hooks by construction.
 _SYSTEM_SKIP = {"hook_started", "hook_response", "hook_progress", "init", "status",
-                "compact_boundary"}
+                "compact_boundary", "ui_invalidate"}
 
 
 def user_view(arm: Arm) -> dict[str, Any]:
@@ -277,7 +284,14 @@ def user_view(arm: Arm) -> dict[str, Any]:
                       "result": _norm(str(e.get("result", "")), arm.root),
                       "num_turns": e.get("num_turns"),
                       "stop_reason": e.get("stop_reason")}
-    return {"result": result, "notices": notices, "rc": arm.rc}
+    # One hook's systemMessage is one notice; several hooks' are several notices in the order
+    # they finished. Compare the lines shown, in sorted order.
+    says = sorted(line for n in notices if n.get("subtype") == "informational"
+                  and "says:" in str(n.get("content", ""))
+                  for line in str(n["content"]).splitlines())
+    notices = [n for n in notices if not (n.get("subtype") == "informational"
+                                          and "says:" in str(n.get("content", "")))]
+    return {"result": result, "notices": notices, "says": says, "rc": arm.rc}
 
 
 def occurrences(arm: Arm) -> list[dict[str, Any]]:
@@ -373,7 +387,7 @@ def wrapped_sources(sc: Scenario, root: Path) -> dict[str, Any]:
             orig[scope].parent.mkdir(parents=True, exist_ok=True)
             orig[scope].write_text(_subst(c, root) if isinstance(c, str) else json.dumps(_subst(c, root)))
             specs.append(f"--settings {scope}:{orig[scope]}")
-    cmd = " ".join([*HOOKAUDIT, "eval", "--format", "claude", *specs,
+    cmd = " ".join([*HOOKAUDIT, "eval", "--format", "claude", "--wait-async", *specs,
                     *(["--lenient"] if sc.lenient else [])])
     hooks = {ev: [{"hooks": [{"type": "command", "command": cmd, "timeout": 600}]}]
              for ev in _events_of(sc.sources)}

@@ -88,11 +88,13 @@ class Mock:
         """Pick the reply for one request: (kind, turn)."""
         tools = body.get("tools") or []
         names = [t.get("name", "") for t in tools if isinstance(t, dict)]
-        last = _last_user_text(body)
-        m = _VERDICT.search(last) or _VERDICT.search(_all_text(body))
+        so_tools = [n for n in names if "StructuredOutput" in n or "structured" in n.lower()]
+        # Only a hook's own request (no tools: a prompt hook; an output tool: an agent hook)
+        # is answered with its verdict; the session's conversation may quote the prompt.
+        m = _VERDICT.search(_all_text(body)) if (not names or so_tools) else None
         if m:
             verdict = json.loads(m.group(1))
-            so = [n for n in names if "StructuredOutput" in n or "structured" in n.lower()]
+            so = so_tools
             if so:
                 # An agent hook: answer once through the output tool, then plain text.
                 msgs = body.get("messages") or []
