@@ -390,9 +390,14 @@ def _read_pretool(
                     "schema",
                     f"JSON validation failed: hookSpecificOutput.permissionDecision: expected one of {allowed}, got {short(pd)}",
                 )
-            decision = pd  # the new form overrides the old one (§3.3)
+            # The new form overrides the old one (§3.3), except that Claude Code 2.1.332
+            # blocks on a top-level "block" whatever permissionDecision says (measured:
+            # tests/conformance/claude_code pre.json.top_decision_beside_hso).
+            if not (profile == "current" and top == "block"):
+                decision = pd
         pdr = _get(hso, "permissionDecisionReason")
-        reason = pdr if pdr is not None else reason
+        if not (profile == "current" and top == "block"):
+            reason = pdr if pdr is not None else reason
         read.updated_input = _get(hso, "updatedInput")
     read.decision = decision
     read.reason = reason

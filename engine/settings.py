@@ -241,7 +241,12 @@ def _parse_group(
 
 
 def parse_settings(
-    data: object, file: str, *, strict: bool = True, warnings: list[str] | None = None
+    data: object,
+    file: str,
+    *,
+    strict: bool = True,
+    warnings: list[str] | None = None,
+    skip_unknown_events: bool = False,
 ) -> SettingsFile:
     """Validate one settings document (already JSON-decoded).
 
@@ -259,7 +264,7 @@ def parse_settings(
     hooks: dict[str, tuple[Group, ...]] = {}
     for event, groups_raw in hooks_raw.items():
         if not is_known(event):
-            if strict:
+            if strict and not skip_unknown_events:
                 raise SettingsError(file, f"hooks.{event}", "unknown hook event")
             warns.append(f"{file}: hooks.{event}: unknown hook event (skipped)")
             continue
@@ -285,7 +290,11 @@ _PLUGIN_VARS = re.compile(r"\$\{CLAUDE_PLUGIN_(ROOT|DATA)\}")
 
 
 def load_file(
-    path: str | Path, *, strict: bool = True, warnings: list[str] | None = None
+    path: str | Path,
+    *,
+    strict: bool = True,
+    warnings: list[str] | None = None,
+    skip_unknown_events: bool = False,
 ) -> SettingsFile:
     """Read and validate one settings (or plugin hooks.json) file.
 
@@ -307,7 +316,9 @@ def load_file(
         raise SettingsError(
             str(p), f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}"
         ) from exc
-    return parse_settings(data, str(p), strict=strict, warnings=warnings)
+    return parse_settings(
+        data, str(p), strict=strict, warnings=warnings, skip_unknown_events=skip_unknown_events
+    )
 
 
 def expand_plugin_vars(text: str, root: str | None, data: str | None) -> str:

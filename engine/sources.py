@@ -27,7 +27,7 @@ from pathlib import Path
 
 from engine.errors import SettingsError
 from engine.executors.ssrf import narrow_patterns
-from engine.settings import SCOPES, Hook, SettingsFile, default_user_dir, load_file
+from engine.settings import SCOPES, Hook, SettingsFile, UnknownHook, default_user_dir, load_file
 
 __all__ = [
     "Effective",
@@ -255,6 +255,35 @@ def _base_dir(scope: str, file: Path, project_dir: str | None) -> str:
     return str(file.parent)
 
 
+# What Claude Code (2.1.332, measured by tests/conformance/claude_code) does with a settings
+# file that is not JSON or whose hooks fail validation anywhere (a missing command, an
+# unknown hook type, a group that is not an object, a bad timeout or matcher, `hooks` not an
+# object): it ignores that whole file and keeps the others. Unknown event names are skipped.
+CLAUDE_CODE_BROKEN_FILE = "Claude Code ignores every hook of this file and keeps the other files"
+
+
+def _load_checked(path: Path, strict: bool, warnings: list[str]) -> SettingsFile | None:
+    """One file; None when lenient and Claude Code would ignore it."""
+    try:
+        sf = load_file(path, strict=True, warnings=warnings, skip_unknown_events=not strict)
+        if not strict:
+            for groups in sf.hooks.values():
+                for g in groups:
+                    for h in g.hooks:
+                        if isinstance(h, UnknownHook):
+                            raise SettingsError(str(path), "", f"unknown hook type {h.type!r}")
+        return sf
+    except SettingsError as exc:
+        if exc.why.startswith("cannot read") or "invalid regex" in exc.why:
+            raise  # Claude Code keeps a file whose matcher is a bad regex: it never matches
+        if strict:
+            raise SettingsError(
+                exc.file, exc.path, f"{exc.why} ({CLAUDE_CODE_BROKEN_FILE}; --lenient does so too)"
+            ) from exc
+        warnings.append(f"{exc} (file ignored: {CLAUDE_CODE_BROKEN_FILE})")
+        return None
+
+
 def load_sources(
     specs: Sequence[tuple[str, str]], *, strict: bool = True, project_dir: str | None = None
 ) -> Effective:
@@ -276,12 +305,18 @@ def load_sources(
         if scope == "plugin":
             hooks_file, root = _plugin_paths(path)
             data_dir = default_user_dir() / "plugins" / "data" / root.name
-            sf = load_file(hooks_file, strict=strict, warnings=warnings)
+            psf = _load_checked(hooks_file, strict, warnings)
+            if psf is None:
+                continue
+            sf = psf
             sources.append(
                 Source("plugin", str(hooks_file), sf, str(root), str(root.resolve()), str(data_dir))
             )
             continue
-        sf = load_file(path, strict=strict, warnings=warnings)
+        checked = _load_checked(path, strict, warnings)
+        if checked is None:
+            continue
+        sf = checked
         if scope == "skill":
             root = path.resolve().parent
             sources.append(Source("skill", str(path), sf, str(root), str(root), None))

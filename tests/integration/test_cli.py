@@ -186,7 +186,9 @@ def test_eval_bad_settings_names_file_and_field(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "nope.json: cannot read" in missing.stderr
 
 
-def test_eval_lenient_skips_bad_entries_with_a_warning(tmp_path: Path) -> None:
+def test_eval_lenient_ignores_a_broken_file_like_claude_code(tmp_path: Path) -> None:
+    # Claude Code 2.1.332 (tests/conformance/claude_code: bad.*) ignores every hook of a
+    # file with one malformed entry, and keeps the other files.
     bad = tmp_path / "bad.json"
     bad.write_text(
         json.dumps(
@@ -199,10 +201,27 @@ def test_eval_lenient_skips_bad_entries_with_a_warning(tmp_path: Path) -> None:
             }
         )
     )
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"hooks": {"PostToolUse": [{"hooks": [
+        {"type": "command", "command": "true"}]}]}}))
     p = run("eval", "--settings", f"project:{bad}", "--lenient", stdin=bash("ls"))
     assert p.returncode == 0
     assert "warning" in p.stderr and "hooks[0].command" in p.stderr
-    assert json.loads(p.stdout)["blocked"] is True
+    assert "file ignored" in p.stderr
+    assert json.loads(p.stdout)["blocked"] is False
+    strict = run("eval", "--settings", f"user:{good}", "--settings", f"project:{bad}",
+                 stdin=bash("ls"))
+    assert strict.returncode == 1
+    assert "Claude Code ignores every hook of this file" in strict.stderr
+    both = run("eval", "--settings", "user:" + str(tmp_path / "notjson.json"), stdin=bash("ls"))
+    assert both.returncode == 1
+    (tmp_path / "notjson.json").write_text("{ nope")
+    kept = run("eval", "--settings", f"user:{tmp_path / 'notjson.json'}", "--settings",
+               f"project:{good}", "--lenient", stdin=json.dumps({
+                   "hook_event_name": "PostToolUse", "session_id": "s", "cwd": str(tmp_path),
+                   "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_response": {}}))
+    assert kept.returncode == 0, kept.stderr
+    assert len(json.loads(kept.stdout)["hooks"]) == 1
 
 
 def test_eval_usage_error_is_exit_2() -> None:

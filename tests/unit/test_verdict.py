@@ -101,9 +101,14 @@ def test_pretool_old_form_maps(top: str, mapped: str) -> None:
     assert v.permission_decision == mapped and v.reason == "r"
 
 
-def test_new_form_overrides_old() -> None:
+def test_new_form_overrides_old_except_a_top_level_block() -> None:
+    # Claude Code 2.1.332 blocks on a top-level "block" beside permissionDecision "allow"
+    # (tests/conformance/claude_code: pre.json.top_decision_beside_hso); "approve" beside
+    # "deny" denies (pre.json.top_approve_beside_hso_deny).
     v = dec({"decision": "block", "reason": "old", **out("PreToolUse", permissionDecision="allow")})
-    assert v.permission_decision == "allow" and not v.blocking
+    assert v.permission_decision == "deny" and v.blocking and v.message == "old"
+    w = dec({"decision": "approve", **out("PreToolUse", permissionDecision="deny")})
+    assert w.permission_decision == "deny" and w.blocking
 
 
 def test_deny_reason_fallback_chain() -> None:

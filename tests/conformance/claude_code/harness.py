@@ -18,6 +18,7 @@ the user (stream-json result and notices), and the files the session left in the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -157,16 +158,37 @@ def run_claude(sc: Scenario, root: Path, sources: dict[str, Any], binary: Path) 
     record.touch()
     server, _ = mock_api.serve(_subst(sc.turns, root), record)
     try:
-        args = [str(binary), "-p", sc.prompt, "--output-format", "stream-json", "--verbose",
-                "--include-hook-events", *(_subst(sc.args, root))]
+        args = [
+            str(binary),
+            "-p",
+            sc.prompt,
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-hook-events",
+            *(_subst(sc.args, root)),
+        ]
         if "flag" in written:
             args += ["--settings", str(written["flag"])]
         try:
-            p = subprocess.run(args, cwd=proj, env=_env(root, server.server_address[1]),
-                               capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+            p = subprocess.run(
+                args,
+                cwd=proj,
+                env=_env(root, server.server_address[1]),
+                capture_output=True,
+                text=True,
+                timeout=180,
+                stdin=subprocess.DEVNULL,
+            )
             rc, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as exc:
-            rc, out, err = -9, (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), "timeout"
+            rc, out, err = (
+                -9,
+                (exc.stdout or b"").decode()
+                if isinstance(exc.stdout, bytes)
+                else (exc.stdout or ""),
+                "timeout",
+            )
     finally:
         server.shutdown()
         server.server_close()
@@ -178,8 +200,7 @@ def run_claude(sc: Scenario, root: Path, sources: dict[str, Any], binary: Path) 
             stream.append(json.loads(line))
         except ValueError:
             stream.append({"_text": line})
-    return Arm(root, stream, _jsonl(record), _jsonl(root / "hooks.jsonl"),
-               _tree(proj), rc, err)
+    return Arm(root, stream, _jsonl(record), _jsonl(root / "hooks.jsonl"), _tree(proj), rc, err)
 
 
 def _jsonl(p: Path) -> list[dict[str, Any]]:
@@ -187,10 +208,8 @@ def _jsonl(p: Path) -> list[dict[str, Any]]:
         return []
     out = []
     for line in p.read_text().splitlines():
-        try:
+        with contextlib.suppress(ValueError):
             out.append(json.loads(line))
-        except ValueError:
-            pass
     return out
 
 
@@ -223,9 +242,23 @@ def _norm(text: str, root: Path) -> str:
     text = re.sub(r"\b(task|run|hook|agent)_id\": \"[^\"]*\"", r'\1_id": "$ID"', text)
     text = re.sub(r"\b(agentId|agent_id|task_id)[:=] ?[0-9a-z-]{6,}", r"\1:$ID", text)
     text = re.sub(r"\ba[0-9a-f]{16}\b", "$AGENT", text)
-    text = re.sub(r"\"(end_time|start_time|duration_ms|duration_api_ms|retry_delay_ms)\": \d+",
-                  r'"\1": 0', text)
+    text = re.sub(r"\b(duration_ms|subagent_tokens): \d+", r"\1: 0", text)
+    text = re.sub(
+        r"\"(end_time|start_time|duration_ms|duration_api_ms|retry_delay_ms)\": \d+",
+        r'"\1": 0',
+        text,
+    )
     return text
+
+
+def _norm_obj(obj: Any, root: Path) -> Any:
+    if isinstance(obj, str):
+        return _norm(obj, root)
+    if isinstance(obj, list):
+        return [_norm_obj(x, root) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _norm_obj(v, root) for k, v in obj.items()}
+    return obj
 
 
 def _blocks(content: Any, root: Path) -> list[Any]:
@@ -242,10 +275,20 @@ def _blocks(content: Any, root: Path) -> list[Any]:
             c = b.get("content")
             if isinstance(c, list):
                 c = "\n".join(x.get("text", "") for x in c if isinstance(x, dict))
-            out.append({"tool_result": _norm(str(c or ""), root),
-                        "is_error": bool(b.get("is_error")), "id": b.get("tool_use_id")})
+            out.append(
+                {
+                    "tool_result": _norm(str(c or ""), root),
+                    "is_error": bool(b.get("is_error")),
+                    "id": b.get("tool_use_id"),
+                }
+            )
         elif t == "tool_use":
-            out.append({"tool_use": b.get("name"), "input": json.loads(_norm(json.dumps(b.get("input")), root))})
+            out.append(
+                {
+                    "tool_use": b.get("name"),
+                    "input": json.loads(_norm(json.dumps(b.get("input")), root)),
+                }
+            )
     return out
 
 
@@ -260,15 +303,31 @@ def told(arm: Arm) -> list[list[Any]]:
         msgs = r["body"].get("messages") or []
         if len(msgs) < seen:
             seen = 0  # a new conversation (a subagent, or after compaction)
-        new = msgs[max(seen - 1, 0):] if seen else msgs
+        new = msgs[max(seen - 1, 0) :] if seen else msgs
         seen = len(msgs)
-        out.append([b for m in new if m.get("role") == "user" for b in _blocks(m.get("content"), arm.root)])
+        blocks = [
+            b for m in new if m.get("role") == "user" for b in _blocks(m.get("content"), arm.root)
+        ]
+        # Results of parallel tool calls arrive in the order the tools finished.
+        results = sorted(
+            (b for b in blocks if isinstance(b, dict) and "tool_result" in b),
+            key=lambda b: str(b["id"]),
+        )
+        it = iter(results)
+        out.append([next(it) if isinstance(b, dict) and "tool_result" in b else b for b in blocks])
     return out
 
 
 # Per-hook progress and rendering events: a wrapped run has other hooks by construction.
-_SYSTEM_SKIP = {"hook_started", "hook_response", "hook_progress", "init", "status",
-                "compact_boundary", "ui_invalidate"}
+_SYSTEM_SKIP = {
+    "hook_started",
+    "hook_response",
+    "hook_progress",
+    "init",
+    "status",
+    "compact_boundary",
+    "ui_invalidate",
+}
 
 
 def user_view(arm: Arm) -> dict[str, Any]:
@@ -278,19 +337,28 @@ def user_view(arm: Arm) -> dict[str, Any]:
     for e in arm.stream:
         if e.get("type") == "system" and e.get("subtype") not in _SYSTEM_SKIP:
             d = {k: v for k, v in e.items() if k not in ("uuid", "session_id", "timestamp")}
-            notices.append(json.loads(_norm(json.dumps(d), arm.root)))
+            notices.append(_norm_obj(json.loads(_norm(json.dumps(d), arm.root)), arm.root))
         if e.get("type") == "result":
-            result = {"subtype": e.get("subtype"), "is_error": e.get("is_error"),
-                      "result": _norm(str(e.get("result", "")), arm.root),
-                      "num_turns": e.get("num_turns"),
-                      "stop_reason": e.get("stop_reason")}
+            result = {
+                "subtype": e.get("subtype"),
+                "is_error": e.get("is_error"),
+                "result": _norm(str(e.get("result", "")), arm.root),
+                "num_turns": e.get("num_turns"),
+                "stop_reason": e.get("stop_reason"),
+            }
     # One hook's systemMessage is one notice; several hooks' are several notices in the order
     # they finished. Compare the lines shown, in sorted order.
-    says = sorted(line for n in notices if n.get("subtype") == "informational"
-                  and "says:" in str(n.get("content", ""))
-                  for line in str(n["content"]).splitlines())
-    notices = [n for n in notices if not (n.get("subtype") == "informational"
-                                          and "says:" in str(n.get("content", "")))]
+    says = sorted(
+        line
+        for n in notices
+        if n.get("subtype") == "informational" and "says:" in str(n.get("content", ""))
+        for line in str(n["content"]).splitlines()
+    )
+    notices = [
+        n
+        for n in notices
+        if not (n.get("subtype") == "informational" and "says:" in str(n.get("content", "")))
+    ]
     return {"result": result, "notices": notices, "says": says, "rc": arm.rc}
 
 
@@ -313,8 +381,13 @@ def occurrences(arm: Arm) -> list[dict[str, Any]]:
 
 
 def ran(arm: Arm) -> list[tuple[str, list[str]]]:
-    return [(str(g["input"].get("hook_event_name")) if isinstance(g["input"], dict) else "?",
-             g["labels"]) for g in occurrences(arm)]
+    return [
+        (
+            str(g["input"].get("hook_event_name")) if isinstance(g["input"], dict) else "?",
+            g["labels"],
+        )
+        for g in occurrences(arm)
+    ]
 
 
 def observe(arm: Arm) -> dict[str, Any]:
@@ -343,8 +416,15 @@ def eval_side(sc: Scenario, arm: Arm, sources: dict[str, Any]) -> list[dict[str,
         cmd = [*HOOKAUDIT, "eval", "--format", "json", *_specs(written)]
         if sc.lenient:
             cmd.append("--lenient")
-        p = subprocess.run(cmd, input=json.dumps(g["input"]), capture_output=True, text=True,
-                           env=env, cwd=arm.root / "proj", timeout=120)
+        p = subprocess.run(
+            cmd,
+            input=json.dumps(g["input"]),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=arm.root / "proj",
+            timeout=120,
+        )
         try:
             doc = json.loads(p.stdout)
         except ValueError:
@@ -355,10 +435,28 @@ def eval_side(sc: Scenario, arm: Arm, sources: dict[str, Any]) -> list[dict[str,
             for m in [re.search(r"hook\.py \S+ (\S+)", str(h.get("command") or ""))]
             if m
         )
-        res.append({"event": g["input"].get("hook_event_name"), "claude": g["labels"],
-                    "hookaudit": labels, "decision": {k: doc.get(k) for k in (
-                        "blocked", "decision", "reason", "updated_input", "additional_context",
-                        "system_messages", "continue", "stop_reason", "errors", "_error")}})
+        res.append(
+            {
+                "event": g["input"].get("hook_event_name"),
+                "claude": g["labels"],
+                "hookaudit": labels,
+                "decision": {
+                    k: doc.get(k)
+                    for k in (
+                        "blocked",
+                        "decision",
+                        "reason",
+                        "updated_input",
+                        "additional_context",
+                        "system_messages",
+                        "continue",
+                        "stop_reason",
+                        "errors",
+                        "_error",
+                    )
+                },
+            }
+        )
     return res
 
 
@@ -366,7 +464,7 @@ def _events_of(sources: dict[str, Any]) -> list[str]:
     evs: list[str] = []
     for content in sources.values():
         if isinstance(content, dict):
-            for ev in (content.get("hooks") or {}):
+            for ev in content.get("hooks") or {}:
                 if ev not in evs:
                     evs.append(ev)
         elif isinstance(content, str):
@@ -385,12 +483,25 @@ def wrapped_sources(sc: Scenario, root: Path) -> dict[str, Any]:
         if scope in sc.sources:
             c = sc.sources[scope]
             orig[scope].parent.mkdir(parents=True, exist_ok=True)
-            orig[scope].write_text(_subst(c, root) if isinstance(c, str) else json.dumps(_subst(c, root)))
+            orig[scope].write_text(
+                _subst(c, root) if isinstance(c, str) else json.dumps(_subst(c, root))
+            )
             specs.append(f"--settings {scope}:{orig[scope]}")
-    cmd = " ".join([*HOOKAUDIT, "eval", "--format", "claude", "--wait-async", *specs,
-                    *(["--lenient"] if sc.lenient else [])])
-    hooks = {ev: [{"hooks": [{"type": "command", "command": cmd, "timeout": 600}]}]
-             for ev in _events_of(sc.sources)}
+    cmd = " ".join(
+        [
+            *HOOKAUDIT,
+            "eval",
+            "--format",
+            "claude",
+            "--wait-async",
+            *specs,
+            *(["--lenient"] if sc.lenient else []),
+        ]
+    )
+    hooks = {
+        ev: [{"hooks": [{"type": "command", "command": cmd, "timeout": 600}]}]
+        for ev in _events_of(sc.sources)
+    }
     return {"project": {"hooks": hooks}}
 
 
@@ -419,8 +530,10 @@ def run_scenario(sc: Scenario, binary: Path, keep: Path | None = None) -> Result
         evals = eval_side(sc, orig, sc.sources)
         for e in evals:
             if e["claude"] != e["hookaudit"]:
-                diffs.append(f"eval {e['event']}: Claude Code ran {e['claude']}, hookaudit "
-                             f"{e['hookaudit']} {e['decision'].get('_error') or ''}".rstrip())
+                diffs.append(
+                    f"eval {e['event']}: Claude Code ran {e['claude']}, hookaudit "
+                    f"{e['hookaudit']} {e['decision'].get('_error') or ''}".rstrip()
+                )
         if sc.wrap:
             w_root = base / "w"
             w_root.mkdir()
@@ -431,11 +544,15 @@ def run_scenario(sc: Scenario, binary: Path, keep: Path | None = None) -> Result
                 a, b = obs_o[k], _rebase(obs_w[k])
                 if json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True):
                     where, x, y = first_difference(a, b, k)
-                    diffs.append(f"wrapped {where}: Claude Code {json.dumps(x)[:600]} | "
-                                 f"with hookaudit {json.dumps(y)[:600]}")
+                    diffs.append(
+                        f"wrapped {where}: Claude Code {json.dumps(x)[:600]} | "
+                        f"with hookaudit {json.dumps(y)[:600]}"
+                    )
         status = "match" if not diffs else ("deviation" if sc.deviation else "mismatch")
-        fixture = {"hook_inputs": [g["input"] for g in occurrences(orig)],
-                   "transcript": _transcript(orig)}
+        fixture = {
+            "hook_inputs": [g["input"] for g in occurrences(orig)],
+            "transcript": _transcript(orig),
+        }
         return Result(sc.name, status, diffs, obs_o, evals, sc.deviation, fixture)
     except Exception as exc:  # a harness failure is reported as a result, not a crash
         return Result(sc.name, "error", [f"{type(exc).__name__}: {exc}"], {}, [])
@@ -454,11 +571,11 @@ def first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
             if json.dumps(a.get(k), sort_keys=True) != json.dumps(b.get(k), sort_keys=True):
                 return first_difference(a.get(k), b.get(k), f"{path}.{k}")
     if isinstance(a, list) and isinstance(b, list):
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
             if json.dumps(x, sort_keys=True) != json.dumps(y, sort_keys=True):
                 return first_difference(x, y, f"{path}[{i}]")
         if len(a) != len(b):
-            return f"{path}[{min(len(a), len(b))}:]", a[len(b):], b[len(a):]
+            return f"{path}[{min(len(a), len(b))}:]", a[len(b) :], b[len(a) :]
     return path, a, b
 
 
@@ -471,15 +588,18 @@ def _transcript(arm: Arm) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for p in found[:1]:
         for line in p.read_text().splitlines():
-            try:
+            with contextlib.suppress(ValueError):
                 out.append(json.loads(line))
-            except ValueError:
-                pass
     return out
 
 
-def run_all(scenarios: list[Scenario], binary: Path, jobs: int = 3,
-            keep: Path | None = None, progress: bool = True) -> list[Result]:
+def run_all(
+    scenarios: list[Scenario],
+    binary: Path,
+    jobs: int = 3,
+    keep: Path | None = None,
+    progress: bool = True,
+) -> list[Result]:
     """Run scenarios `jobs` at a time (each is two Claude Code runs and some evals)."""
     results: dict[str, Result] = {}
     queue = list(scenarios)
@@ -495,8 +615,11 @@ def run_all(scenarios: list[Scenario], binary: Path, jobs: int = 3,
             with lock:
                 results[sc.name] = r
                 if progress:
-                    print(f"  [{len(results)}/{len(scenarios)}] {r.status:9} {sc.name}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"  [{len(results)}/{len(scenarios)}] {r.status:9} {sc.name}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
     threads = [threading.Thread(target=worker) for _ in range(max(1, jobs))]
     for t in threads:

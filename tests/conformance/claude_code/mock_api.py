@@ -65,7 +65,9 @@ def _last_user_text(body: dict[str, Any]) -> str:
                 return c
             if isinstance(c, list):
                 return "\n".join(
-                    str(b.get("text", "")) for b in c if isinstance(b, dict) and b.get("type") == "text"
+                    str(b.get("text", ""))
+                    for b in c
+                    if isinstance(b, dict) and b.get("type") == "text"
                 )
     return ""
 
@@ -149,8 +151,12 @@ def _message(body: dict[str, Any], turn: dict[str, Any], n: int) -> dict[str, An
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0,
-                  "cache_read_input_tokens": 0},
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
     }
 
 
@@ -163,26 +169,49 @@ def _sse(msg: dict[str, Any]) -> Iterator[bytes]:
     yield ev("message_start", {"type": "message_start", "message": head})
     for i, b in enumerate(msg["content"]):
         if b["type"] == "text":
-            yield ev("content_block_start", {"type": "content_block_start", "index": i,
-                                             "content_block": {"type": "text", "text": ""}})
+            yield ev(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": i,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
             text = b["text"]
             for j in range(0, max(len(text), 1), 40):
-                yield ev("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                 "delta": {"type": "text_delta",
-                                                           "text": text[j:j + 40]}})
+                yield ev(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "text_delta", "text": text[j : j + 40]},
+                    },
+                )
         else:
             start = {"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}
-            yield ev("content_block_start", {"type": "content_block_start", "index": i,
-                                             "content_block": start})
+            yield ev(
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": start},
+            )
             raw = json.dumps(b["input"])
             for j in range(0, len(raw), 30):
-                yield ev("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                 "delta": {"type": "input_json_delta",
-                                                           "partial_json": raw[j:j + 30]}})
+                yield ev(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": raw[j : j + 30]},
+                    },
+                )
         yield ev("content_block_stop", {"type": "content_block_stop", "index": i})
-    yield ev("message_delta", {"type": "message_delta",
-                               "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-                               "usage": {"output_tokens": msg["usage"]["output_tokens"]}})
+    yield ev(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": msg["usage"]["output_tokens"]},
+        },
+    )
     yield ev("message_stop", {"type": "message_stop"})
 
 
@@ -204,8 +233,13 @@ def make_handler(mock: Mock) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             mock.log({"method": "GET", "path": self.path})
-            self._send_json(404, {"type": "error", "error": {"type": "not_found_error",
-                                                              "message": "mock: no such path"}})
+            self._send_json(
+                404,
+                {
+                    "type": "error",
+                    "error": {"type": "not_found_error", "message": "mock: no such path"},
+                },
+            )
 
         def do_HEAD(self) -> None:
             self.send_response(200)
@@ -229,17 +263,28 @@ def make_handler(mock: Mock) -> type[BaseHTTPRequestHandler]:
                 return
             if not path.endswith("/v1/messages"):
                 mock.log({"seq": seq, "path": path, "kind": "other", "body": body})
-                self._send_json(404, {"type": "error", "error": {"type": "not_found_error",
-                                                                  "message": "mock: no such path"}})
+                self._send_json(
+                    404,
+                    {
+                        "type": "error",
+                        "error": {"type": "not_found_error", "message": "mock: no such path"},
+                    },
+                )
                 return
             kind, turn = mock.classify(body)
             mock.log({"seq": seq, "path": path, "kind": kind, "body": body})
             err = turn.get("error")
             if err:
-                self._send_json(int(err.get("status", 500)), {
-                    "type": "error",
-                    "error": {"type": err.get("type", "api_error"),
-                              "message": err.get("message", "mock error")}})
+                self._send_json(
+                    int(err.get("status", 500)),
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": err.get("type", "api_error"),
+                            "message": err.get("message", "mock error"),
+                        },
+                    },
+                )
                 return
             msg = _message(body, turn, seq)
             if body.get("stream"):

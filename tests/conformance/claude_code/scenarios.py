@@ -31,13 +31,22 @@ def bash(cmd: str) -> dict[str, Any]:
 
 
 def write(path: str, content: str) -> dict[str, Any]:
-    return {"tools": [{"name": "Write", "input": {"file_path": "{ROOT}/proj/" + path,
-                                                  "content": content}}]}
+    return {
+        "tools": [
+            {"name": "Write", "input": {"file_path": "{ROOT}/proj/" + path, "content": content}}
+        ]
+    }
 
 
 def edit(path: str, old: str, new: str) -> dict[str, Any]:
-    return {"tools": [{"name": "Edit", "input": {"file_path": "{ROOT}/proj/" + path,
-                                                 "old_string": old, "new_string": new}}]}
+    return {
+        "tools": [
+            {
+                "name": "Edit",
+                "input": {"file_path": "{ROOT}/proj/" + path, "old_string": old, "new_string": new},
+            }
+        ]
+    }
 
 
 def read(path: str) -> dict[str, Any]:
@@ -68,16 +77,36 @@ def hso(event: str, **fields: Any) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event, **fields}}
 
 
+NO_VERDICT = (
+    "Claude Code warns the user that a hook 'gave no usable answer' (or timed out); "
+    "hookaudit records the failure in the outcome's errors and its one stand-in hook "
+    "answers validly, so the wrapped run shows no warning (the tool runs in both)"
+)
+
 ALL: list[Scenario] = []
 
 
-def add(name: str, hooks: dict[str, Any] | None = None, turns: list[dict[str, Any]] | None = None,
-        behaviours: dict[str, dict[str, Any]] | None = None, *, scope: str = "project",
-        extra: dict[str, Any] | None = None, args: list[str] | None = None,
-        sources: dict[str, Any] | None = None, **kw: Any) -> Scenario:
+def add(
+    name: str,
+    hooks: dict[str, Any] | None = None,
+    turns: list[dict[str, Any]] | None = None,
+    behaviours: dict[str, dict[str, Any]] | None = None,
+    *,
+    scope: str = "project",
+    extra: dict[str, Any] | None = None,
+    args: list[str] | None = None,
+    sources: dict[str, Any] | None = None,
+    **kw: Any,
+) -> Scenario:
     src = sources if sources is not None else {scope: {"hooks": hooks or {}, **(extra or {})}}
-    sc = Scenario(name=name, sources=src, turns=turns if turns is not None else [bash("echo RAN"), DONE],
-                  behaviours=behaviours or {}, args=ALLOW if args is None else args, **kw)
+    sc = Scenario(
+        name=name,
+        sources=src,
+        turns=turns if turns is not None else [bash("echo RAN"), DONE],
+        behaviours=behaviours or {},
+        args=ALLOW if args is None else args,
+        **kw,
+    )
     ALL.append(sc)
     return sc
 
@@ -94,107 +123,274 @@ add("pre.exit0.stderr_only", {P: [G(H("a"))]}, behaviours={"a": {"stderr": "warn
 add("pre.exit2.multiline_stderr", {P: [G(H("a"))]}, behaviours={"a": err("line one\nline two")})
 
 # ---- PreToolUse: JSON decisions -------------------------------------------------------------
-add("pre.json.deny", {P: [G(H("a"))]},
+add(
+    "pre.json.deny",
+    {P: [G(H("a"))]},
     behaviours={"a": out(hso(P, permissionDecision="deny", permissionDecisionReason="nope"))},
-    fast=True)
-add("pre.json.deny_no_reason", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="deny"))})
-add("pre.json.allow", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="allow", permissionDecisionReason="fine"))})
-add("pre.json.allow_unlisted_tool", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="allow"))}, args=[])
-add("pre.json.ask_headless", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="ask", permissionDecisionReason="check"))})
-add("pre.json.defer", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="defer"))})
-add("pre.json.bogus_decision", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="maybe"))})
-add("pre.json.updated_input", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="allow",
-                             updatedInput={"command": "echo REWRITTEN", "description": "x"}))},
-    fast=True)
-add("pre.json.updated_input_no_decision", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, updatedInput={"command": "echo REWRITTEN"}))})
-add("pre.json.additional_context", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, additionalContext="CTX-PRE"))})
-add("pre.json.deny_with_context", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="deny", permissionDecisionReason="r",
-                             additionalContext="CTX"))})
-add("pre.json.legacy_block", {P: [G(H("a"))]},
-    behaviours={"a": out({"decision": "block", "reason": "old style"})})
-add("pre.json.legacy_approve", {P: [G(H("a"))]},
-    behaviours={"a": out({"decision": "approve", "reason": "old ok"})}, args=[])
-add("pre.json.top_decision_beside_hso", {P: [G(H("a"))]},
-    behaviours={"a": out({"decision": "block", "reason": "top",
-                          **hso(P, permissionDecision="allow")})})
-add("pre.json.top_approve_beside_hso_deny", {P: [G(H("a"))]},
-    behaviours={"a": out({"decision": "approve",
-                          **hso(P, permissionDecision="deny", permissionDecisionReason="hso")})})
-add("pre.json.continue_false", {P: [G(H("a"))]},
-    behaviours={"a": out({"continue": False, "stopReason": "halt"})}, fast=True)
-add("pre.json.continue_false_deny", {P: [G(H("a"))]},
-    behaviours={"a": out({"continue": False, "stopReason": "halt",
-                          **hso(P, permissionDecision="deny", permissionDecisionReason="d")})})
-add("pre.json.system_message", {P: [G(H("a"))]},
-    behaviours={"a": out({"systemMessage": "note to user"})})
-add("pre.json.suppress_output", {P: [G(H("a"))]},
-    behaviours={"a": out({"suppressOutput": True})})
-add("pre.json.exit2_with_allow_json", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="allow"), 2, "blocked anyway")})
-add("pre.json.exit1_with_deny_json", {P: [G(H("a"))]},
-    behaviours={"a": out(hso(P, permissionDecision="deny", permissionDecisionReason="j"), 1)})
-add("pre.json.wrong_event_name", {P: [G(H("a"))]},
-    behaviours={"a": out(hso("PostToolUse", permissionDecision="deny"))})
-add("pre.json.hso_without_event_name", {P: [G(H("a"))]},
-    behaviours={"a": out({"hookSpecificOutput": {"permissionDecision": "deny",
-                                                 "permissionDecisionReason": "x"}})})
+    fast=True,
+)
+add(
+    "pre.json.deny_no_reason",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso(P, permissionDecision="deny"))},
+)
+add(
+    "pre.json.allow",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso(P, permissionDecision="allow", permissionDecisionReason="fine"))},
+)
+add(
+    "pre.json.allow_unlisted_tool",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso(P, permissionDecision="allow"))},
+    args=[],
+)
+add(
+    "pre.json.ask_headless",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso(P, permissionDecision="ask", permissionDecisionReason="check"))},
+)
+add("pre.json.defer", {P: [G(H("a"))]}, behaviours={"a": out(hso(P, permissionDecision="defer"))})
+add(
+    "pre.json.bogus_decision",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso(P, permissionDecision="maybe"))},
+    deviation=NO_VERDICT,
+)
+add(
+    "pre.json.updated_input",
+    {P: [G(H("a"))]},
+    behaviours={
+        "a": out(
+            hso(
+                P,
+                permissionDecision="allow",
+                updatedInput={"command": "echo REWRITTEN", "description": "x"},
+            )
+        )
+    },
+    fast=True,
+)
+add(
+    "pre.json.updated_input_no_decision",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso(P, updatedInput={"command": "echo REWRITTEN"}))},
+)
+add(
+    "pre.json.additional_context",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso(P, additionalContext="CTX-PRE"))},
+)
+add(
+    "pre.json.deny_with_context",
+    {P: [G(H("a"))]},
+    behaviours={
+        "a": out(
+            hso(P, permissionDecision="deny", permissionDecisionReason="r", additionalContext="CTX")
+        )
+    },
+)
+add(
+    "pre.json.legacy_block",
+    {P: [G(H("a"))]},
+    behaviours={"a": out({"decision": "block", "reason": "old style"})},
+)
+add(
+    "pre.json.legacy_approve",
+    {P: [G(H("a"))]},
+    behaviours={"a": out({"decision": "approve", "reason": "old ok"})},
+    args=[],
+)
+add(
+    "pre.json.top_decision_beside_hso",
+    {P: [G(H("a"))]},
+    behaviours={
+        "a": out({"decision": "block", "reason": "top", **hso(P, permissionDecision="allow")})
+    },
+)
+add(
+    "pre.json.top_approve_beside_hso_deny",
+    {P: [G(H("a"))]},
+    behaviours={
+        "a": out(
+            {
+                "decision": "approve",
+                **hso(P, permissionDecision="deny", permissionDecisionReason="hso"),
+            }
+        )
+    },
+)
+add(
+    "pre.json.continue_false",
+    {P: [G(H("a"))]},
+    behaviours={"a": out({"continue": False, "stopReason": "halt"})},
+    fast=True,
+)
+add(
+    "pre.json.continue_false_deny",
+    {P: [G(H("a"))]},
+    behaviours={
+        "a": out(
+            {
+                "continue": False,
+                "stopReason": "halt",
+                **hso(P, permissionDecision="deny", permissionDecisionReason="d"),
+            }
+        )
+    },
+)
+add(
+    "pre.json.system_message",
+    {P: [G(H("a"))]},
+    behaviours={"a": out({"systemMessage": "note to user"})},
+)
+add("pre.json.suppress_output", {P: [G(H("a"))]}, behaviours={"a": out({"suppressOutput": True})})
+add(
+    "pre.json.exit2_with_allow_json",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso(P, permissionDecision="allow"), 2, "blocked anyway")},
+)
+add(
+    "pre.json.exit1_with_deny_json",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso(P, permissionDecision="deny", permissionDecisionReason="j"), 1)},
+)
+add(
+    "pre.json.wrong_event_name",
+    {P: [G(H("a"))]},
+    behaviours={"a": out(hso("PostToolUse", permissionDecision="deny"))},
+    deviation=NO_VERDICT,
+)
+add(
+    "pre.json.hso_without_event_name",
+    {P: [G(H("a"))]},
+    behaviours={
+        "a": out(
+            {"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "x"}}
+        )
+    },
+    deviation=NO_VERDICT,
+)
 add("pre.json.malformed", {P: [G(H("a"))]}, behaviours={"a": out("{not json")})
 add("pre.json.array", {P: [G(H("a"))]}, behaviours={"a": out("[1,2]")})
-add("pre.json.prefixed_text", {P: [G(H("a"))]},
-    behaviours={"a": out('note\n{"hookSpecificOutput":{"hookEventName":"PreToolUse",'
-                         '"permissionDecision":"deny"}}')})
-add("pre.json.unknown_fields", {P: [G(H("a"))]},
-    behaviours={"a": out({"foo": 1, **hso(P, permissionDecision="deny", bar=2)})})
+add(
+    "pre.json.prefixed_text",
+    {P: [G(H("a"))]},
+    behaviours={
+        "a": out(
+            'note\n{"hookSpecificOutput":{"hookEventName":"PreToolUse",'
+            '"permissionDecision":"deny"}}'
+        )
+    },
+)
+add(
+    "pre.json.unknown_fields",
+    {P: [G(H("a"))]},
+    behaviours={"a": out({"foo": 1, **hso(P, permissionDecision="deny", bar=2)})},
+)
 
 # ---- PreToolUse: several hooks ----------------------------------------------------------------
-add("multi.deny_beats_allow", {P: [G(H("a"), H("b"))]},
-    behaviours={"a": out(hso(P, permissionDecision="allow")),
-                "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="b says no"))},
-    fast=True)
-add("multi.two_denies", {P: [G(H("a"), H("b"))]},
-    behaviours={"a": out(hso(P, permissionDecision="deny", permissionDecisionReason="A")),
-                "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="B"))})
-add("multi.exit2_and_allow", {P: [G(H("a")), G(H("b"))]},
-    behaviours={"a": err("A blocks"), "b": out(hso(P, permissionDecision="allow"))})
-add("multi.two_exit2", {P: [G(H("a"), H("b"))]},
-    behaviours={"a": err("A blocks"), "b": err("B blocks")})
-add("multi.ask_and_allow", {P: [G(H("a"), H("b"))]},
-    behaviours={"a": out(hso(P, permissionDecision="ask")),
-                "b": out(hso(P, permissionDecision="allow"))})
-add("multi.two_contexts", {P: [G(H("a"), H("b"))]},
-    behaviours={"a": out(hso(P, additionalContext="CTX-A")),
-                "b": out(hso(P, additionalContext="CTX-B"))})
-add("multi.context_and_deny", {P: [G(H("a"), H("b"))]},
-    behaviours={"a": out(hso(P, additionalContext="CTX-A")),
-                "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="no"))})
-add("multi.two_updated_inputs", {P: [G(H("a")), G(H("b"))]},
-    behaviours={"a": out(hso(P, permissionDecision="allow", updatedInput={"command": "echo A"})),
-                "b": out(hso(P, permissionDecision="allow", updatedInput={"command": "echo B"}))},
+add(
+    "multi.deny_beats_allow",
+    {P: [G(H("a"), H("b"))]},
+    behaviours={
+        "a": out(hso(P, permissionDecision="allow")),
+        "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="b says no")),
+    },
+    fast=True,
+)
+add(
+    "multi.two_denies",
+    {P: [G(H("a"), H("b"))]},
+    behaviours={
+        "a": out(hso(P, permissionDecision="deny", permissionDecisionReason="A")),
+        "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="B")),
+    },
+)
+add(
+    "multi.exit2_and_allow",
+    {P: [G(H("a")), G(H("b"))]},
+    behaviours={"a": err("A blocks"), "b": out(hso(P, permissionDecision="allow"))},
+)
+add(
+    "multi.two_exit2",
+    {P: [G(H("a"), H("b"))]},
+    behaviours={"a": err("A blocks"), "b": err("B blocks")},
+)
+add(
+    "multi.ask_and_allow",
+    {P: [G(H("a"), H("b"))]},
+    behaviours={
+        "a": out(hso(P, permissionDecision="ask")),
+        "b": out(hso(P, permissionDecision="allow")),
+    },
+)
+add(
+    "multi.two_contexts",
+    {P: [G(H("a"), H("b"))]},
+    behaviours={
+        "a": out(hso(P, additionalContext="CTX-A")),
+        "b": out(hso(P, additionalContext="CTX-B")),
+    },
+)
+add(
+    "multi.context_and_deny",
+    {P: [G(H("a"), H("b"))]},
+    behaviours={
+        "a": out(hso(P, additionalContext="CTX-A")),
+        "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="no")),
+    },
+)
+add(
+    "multi.two_updated_inputs",
+    {P: [G(H("a")), G(H("b"))]},
+    behaviours={
+        "a": out(hso(P, permissionDecision="allow", updatedInput={"command": "echo A"})),
+        "b": out(hso(P, permissionDecision="allow", updatedInput={"command": "echo B"})),
+    },
     deviation="several rewrites: Claude Code keeps whichever hook finishes last; hookaudit "
-    "keeps the last in configuration order")
-add("multi.error_and_deny", {P: [G(H("a"), H("b"))]},
-    behaviours={"a": err("broken", 1),
-                "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="no"))})
-add("multi.two_system_messages", {P: [G(H("a"), H("b"))]},
-    behaviours={"a": out({"systemMessage": "S-A"}), "b": out({"systemMessage": "S-B"})})
+    "keeps the last in configuration order",
+)
+add(
+    "multi.two_denies_first_slow",
+    {P: [G(H("a"), H("b"))]},
+    behaviours={
+        "a": {**out(hso(P, permissionDecision="deny", permissionDecisionReason="A")), "sleep": 1.5},
+        "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="B")),
+    },
+    deviation="several denials: Claude Code tells the model the reason of the hook that "
+    "finished last; hookaudit the last in configuration order",
+)
+add(
+    "multi.error_and_deny",
+    {P: [G(H("a"), H("b"))]},
+    behaviours={
+        "a": err("broken", 1),
+        "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="no")),
+    },
+)
+add(
+    "multi.two_system_messages",
+    {P: [G(H("a"), H("b"))]},
+    behaviours={"a": out({"systemMessage": "S-A"}), "b": out({"systemMessage": "S-B"})},
+)
 
 # ---- matchers ----------------------------------------------------------------------------------
-for name, m, hit in [
-    ("exact", "Bash", True), ("exact_other", "Write", False), ("star", "*", True),
-    ("empty", "", True), ("alternation", "Write|Bash", True), ("alternation_miss", "Write|Read", False),
-    ("regex", "Ba.*", True), ("regex_anchor", "^Bas$", False), ("lowercase", "bash", False),
-    ("comma_list", "Write, Bash", True), ("spaces", " Bash ", True), ("bad_regex", "(", False),
-    ("partial", "Bas", False), ("mcp_pattern", "mcp__.*", False),
+for name, m, _hit in [
+    ("exact", "Bash", True),
+    ("exact_other", "Write", False),
+    ("star", "*", True),
+    ("empty", "", True),
+    ("alternation", "Write|Bash", True),
+    ("alternation_miss", "Write|Read", False),
+    ("regex", "Ba.*", True),
+    ("regex_anchor", "^Bas$", False),
+    ("lowercase", "bash", False),
+    ("comma_list", "Write, Bash", True),
+    ("spaces", " Bash ", True),
+    ("bad_regex", "(", False),
+    ("partial", "Bas", False),
+    ("mcp_pattern", "mcp__.*", False),
 ]:
     add(f"matcher.pre.{name}", {P: [G(H("a"), matcher=m)]}, fast=name == "alternation")
 add("matcher.absent", {P: [G(H("a"))]})
@@ -202,57 +398,135 @@ add("matcher.two_groups_one_hits", {P: [G(H("a"), matcher="Write"), G(H("b"), ma
 
 # ---- `if` rules --------------------------------------------------------------------------------
 for name, rule in [
-    ("bash_prefix", "Bash(echo *)"), ("bash_miss", "Bash(rm *)"), ("bash_exact", "Bash(echo RAN)"),
-    ("tool_only", "Bash"), ("other_tool", "Write"), ("bash_colon", "Bash(echo:*)"),
-    ("bash_star_mid", "Bash(* RAN)"), ("garbage", "Bash(("),
+    ("bash_prefix", "Bash(echo *)"),
+    ("bash_miss", "Bash(rm *)"),
+    ("bash_exact", "Bash(echo RAN)"),
+    ("tool_only", "Bash"),
+    ("other_tool", "Write"),
+    ("bash_colon", "Bash(echo:*)"),
+    ("bash_star_mid", "Bash(* RAN)"),
+    ("garbage", "Bash(("),
 ]:
-    add(f"if.pre.{name}", {P: [G(H("a", **{"if": rule}))]},
-        behaviours={"a": err("IF-HIT")}, fast=name == "bash_prefix")
-add("if.write_path", {P: [G(H("a", **{"if": "Write(*.txt)"}))]}, [write("a.txt", "x"), DONE],
-    behaviours={"a": err("IF-HIT")})
-add("if.write_path_miss", {P: [G(H("a", **{"if": "Write(*.md)"}))]}, [write("a.txt", "x"), DONE],
-    behaviours={"a": err("IF-HIT")})
-add("if.write_dir_glob", {P: [G(H("a", **{"if": "Write(src/**)"}))]},
-    [write("src/a.txt", "x"), DONE], behaviours={"a": err("IF-HIT")})
+    add(
+        f"if.pre.{name}",
+        {P: [G(H("a", **{"if": rule}))]},
+        behaviours={"a": err("IF-HIT")},
+        fast=name == "bash_prefix",
+    )
+add(
+    "if.write_path",
+    {P: [G(H("a", **{"if": "Write(*.txt)"}))]},
+    [write("a.txt", "x"), DONE],
+    behaviours={"a": err("IF-HIT")},
+)
+add(
+    "if.write_path_miss",
+    {P: [G(H("a", **{"if": "Write(*.md)"}))]},
+    [write("a.txt", "x"), DONE],
+    behaviours={"a": err("IF-HIT")},
+)
+add(
+    "if.write_dir_glob",
+    {P: [G(H("a", **{"if": "Write(src/**)"}))]},
+    [write("src/a.txt", "x"), DONE],
+    behaviours={"a": err("IF-HIT")},
+)
 add("if.on_stop_never_runs", {"Stop": [G(H("a", **{"if": "Bash(*)"}))]}, [DONE])
-add("if.on_post", {"PostToolUse": [G(H("a", **{"if": "Bash(echo *)"}))]},
-    behaviours={"a": out(hso("PostToolUse", additionalContext="POST-IF"))})
+add(
+    "if.on_post",
+    {"PostToolUse": [G(H("a", **{"if": "Bash(echo *)"}))]},
+    behaviours={"a": out(hso("PostToolUse", additionalContext="POST-IF"))},
+)
 
 # ---- tools other than Bash ---------------------------------------------------------------------
-add("tool.write.deny", {P: [G(H("a"), matcher="Write")]}, [write("w.txt", "hello"), DONE],
-    behaviours={"a": err("no writes")}, fast=True)
+add(
+    "tool.write.deny",
+    {P: [G(H("a"), matcher="Write")]},
+    [write("w.txt", "hello"), DONE],
+    behaviours={"a": err("no writes")},
+    fast=True,
+)
 add("tool.write.allowed", {P: [G(H("a"), matcher="Write")]}, [write("w.txt", "hello"), DONE])
-add("tool.write.rewrite", {P: [G(H("a"), matcher="Write")]}, [write("w.txt", "hello"), DONE],
-    behaviours={"a": out(hso(P, permissionDecision="allow",
-                             updatedInput={"file_path": "{ROOT}/proj/other.txt", "content": "R"}))})
-add("tool.edit.deny", {P: [G(H("a"), matcher="Edit")]}, [read("e.txt"), edit("e.txt", "one", "two"), DONE],
-    behaviours={"a": err("no edits")}, files={"e.txt": "one\n"})
-add("tool.edit.allowed", {P: [G(H("a"), matcher="Edit|Read")]},
-    [read("e.txt"), edit("e.txt", "one", "two"), DONE], files={"e.txt": "one\n"})
-add("tool.read.deny", {P: [G(H("a"), matcher="Read")]}, [read("r.txt"), DONE],
-    behaviours={"a": err("no reads")}, files={"r.txt": "secret\n"})
+add(
+    "tool.write.rewrite",
+    {P: [G(H("a"), matcher="Write")]},
+    [write("w.txt", "hello"), DONE],
+    behaviours={
+        "a": out(
+            hso(
+                P,
+                permissionDecision="allow",
+                updatedInput={"file_path": "{ROOT}/proj/other.txt", "content": "R"},
+            )
+        )
+    },
+)
+add(
+    "tool.edit.deny",
+    {P: [G(H("a"), matcher="Edit")]},
+    [read("e.txt"), edit("e.txt", "one", "two"), DONE],
+    behaviours={"a": err("no edits")},
+    files={"e.txt": "one\n"},
+)
+add(
+    "tool.edit.allowed",
+    {P: [G(H("a"), matcher="Edit|Read")]},
+    [read("e.txt"), edit("e.txt", "one", "two"), DONE],
+    files={"e.txt": "one\n"},
+)
+add(
+    "tool.read.deny",
+    {P: [G(H("a"), matcher="Read")]},
+    [read("r.txt"), DONE],
+    behaviours={"a": err("no reads")},
+    files={"r.txt": "secret\n"},
+)
 add("tool.read.missing_file", {"PostToolUseFailure": [G(H("a"))]}, [read("nope.txt"), DONE])
-add("tool.two_in_one_turn", {P: [G(H("a"))]},
-    [{"tools": [{"name": "Bash", "input": {"command": "echo ONE"}},
-                {"name": "Bash", "input": {"command": "echo TWO"}}]}, DONE])
+add(
+    "tool.two_in_one_turn",
+    {P: [G(H("a"))]},
+    [
+        {
+            "tools": [
+                {"name": "Bash", "input": {"command": "echo ONE"}},
+                {"name": "Bash", "input": {"command": "echo TWO"}},
+            ]
+        },
+        DONE,
+    ],
+)
 
 # ---- PostToolUse / PostToolUseFailure ----------------------------------------------------------
 Q = "PostToolUse"
 add("post.silent", {Q: [G(H("a"))]}, fast=True)
 add("post.exit2", {Q: [G(H("a"))]}, behaviours={"a": err("post says")})
 add("post.exit1", {Q: [G(H("a"))]}, behaviours={"a": err("post broke", 1)})
-add("post.block", {Q: [G(H("a"))]}, behaviours={"a": out({"decision": "block", "reason": "bad output"})})
+add(
+    "post.block",
+    {Q: [G(H("a"))]},
+    behaviours={"a": out({"decision": "block", "reason": "bad output"})},
+)
 add("post.context", {Q: [G(H("a"))]}, behaviours={"a": out(hso(Q, additionalContext="POST-CTX"))})
-add("post.updated_output", {Q: [G(H("a"))]},
-    behaviours={"a": out(hso(Q, updatedToolOutput="REPLACED OUTPUT"))})
-add("post.continue_false", {Q: [G(H("a"))]},
-    behaviours={"a": out({"continue": False, "stopReason": "post halt"})})
+add(
+    "post.updated_output",
+    {Q: [G(H("a"))]},
+    behaviours={"a": out(hso(Q, updatedToolOutput="REPLACED OUTPUT"))},
+)
+add(
+    "post.continue_false",
+    {Q: [G(H("a"))]},
+    behaviours={"a": out({"continue": False, "stopReason": "post halt"})},
+)
 add("post.plain_stdout", {Q: [G(H("a"))]}, behaviours={"a": out("post stdout")})
 add("post.matcher_miss", {Q: [G(H("a"), matcher="Write")]})
 F = "PostToolUseFailure"
 add("fail.silent", {F: [G(H("a"))]}, [bash("exit 3"), DONE])
-add("fail.context", {F: [G(H("a"))]}, [bash("exit 3"), DONE],
-    behaviours={"a": out(hso(F, additionalContext="FAIL-CTX"))})
+add(
+    "fail.context",
+    {F: [G(H("a"))]},
+    [bash("exit 3"), DONE],
+    behaviours={"a": out(hso(F, additionalContext="FAIL-CTX"))},
+)
 add("fail.exit2", {F: [G(H("a"))]}, [bash("exit 3"), DONE], behaviours={"a": err("fail says")})
 add("fail.not_on_success", {F: [G(H("a"))]})
 
@@ -260,27 +534,59 @@ add("fail.not_on_success", {F: [G(H("a"))]})
 U = "UserPromptSubmit"
 add("ups.silent", {U: [G(H("a"))]}, [DONE], fast=True)
 add("ups.plain_stdout_context", {U: [G(H("a"))]}, [DONE], behaviours={"a": out("UPS-PLAIN")})
-add("ups.context", {U: [G(H("a"))]}, [DONE], behaviours={"a": out(hso(U, additionalContext="UPS-CTX"))})
+add(
+    "ups.context",
+    {U: [G(H("a"))]},
+    [DONE],
+    behaviours={"a": out(hso(U, additionalContext="UPS-CTX"))},
+)
 add("ups.exit2", {U: [G(H("a"))]}, [DONE], behaviours={"a": err("prompt refused")})
-add("ups.block", {U: [G(H("a"))]}, [DONE], behaviours={"a": out({"decision": "block", "reason": "nope"})})
-add("ups.continue_false", {U: [G(H("a"))]}, [DONE],
-    behaviours={"a": out({"continue": False, "stopReason": "ups halt"})})
+add(
+    "ups.block",
+    {U: [G(H("a"))]},
+    [DONE],
+    behaviours={"a": out({"decision": "block", "reason": "nope"})},
+)
+add(
+    "ups.continue_false",
+    {U: [G(H("a"))]},
+    [DONE],
+    behaviours={"a": out({"continue": False, "stopReason": "ups halt"})},
+)
 add("ups.exit1", {U: [G(H("a"))]}, [DONE], behaviours={"a": err("ups broke", 1)})
 add("ups.matcher_ignored", {U: [G(H("a"), matcher="nomatch")]}, [DONE])
-add("ups.two_contexts", {U: [G(H("a"), H("b"))]}, [DONE],
-    behaviours={"a": out("PLAIN-A"), "b": out(hso(U, additionalContext="CTX-B"))})
-add("ups.system_message", {U: [G(H("a"))]}, [DONE], behaviours={"a": out({"systemMessage": "UPS-SYS"})})
+add(
+    "ups.two_contexts",
+    {U: [G(H("a"), H("b"))]},
+    [DONE],
+    behaviours={"a": out("PLAIN-A"), "b": out(hso(U, additionalContext="CTX-B"))},
+)
+add(
+    "ups.system_message",
+    {U: [G(H("a"))]},
+    [DONE],
+    behaviours={"a": out({"systemMessage": "UPS-SYS"})},
+)
 
 # ---- SessionStart / SessionEnd / Setup ---------------------------------------------------------
 S = "SessionStart"
 add("ss.silent", {S: [G(H("a"))]}, [DONE])
 add("ss.plain_stdout", {S: [G(H("a"))]}, [DONE], behaviours={"a": out("SS-PLAIN")}, fast=True)
-add("ss.context", {S: [G(H("a"))]}, [DONE], behaviours={"a": out(hso(S, additionalContext="SS-CTX"))})
+add(
+    "ss.context",
+    {S: [G(H("a"))]},
+    [DONE],
+    behaviours={"a": out(hso(S, additionalContext="SS-CTX"))},
+)
 add("ss.exit2", {S: [G(H("a"))]}, [DONE], behaviours={"a": err("ss err")})
 add("ss.matcher_startup", {S: [G(H("a"), matcher="startup")]}, [DONE])
 add("ss.matcher_resume", {S: [G(H("a"), matcher="resume")]}, [DONE])
-add("ss.continue_false", {S: [G(H("a"))]}, [DONE],
-    behaviours={"a": out({"continue": False, "stopReason": "ss halt"})})
+add(
+    "ss.continue_false",
+    {S: [G(H("a"))]},
+    [DONE],
+    behaviours={"a": out({"continue": False, "stopReason": "ss halt"})},
+)
 add("se.silent", {"SessionEnd": [G(H("a"))]}, [DONE])
 add("se.exit2", {"SessionEnd": [G(H("a"))]}, [DONE], behaviours={"a": err("bye")})
 add("se.matcher_other", {"SessionEnd": [G(H("a"), matcher="other")]}, [DONE])
@@ -289,152 +595,457 @@ add("se.matcher_clear", {"SessionEnd": [G(H("a"), matcher="clear")]}, [DONE])
 # ---- Stop --------------------------------------------------------------------------------------
 T = "Stop"
 add("stop.silent", {T: [G(H("a"))]}, [DONE], fast=True)
-add("stop.exit2_once", {T: [G(H("a"))]}, [DONE, {"text": "second"}],
-    behaviours={"a": once(err("keep going"))}, fast=True)
-add("stop.block_json", {T: [G(H("a"))]}, [DONE, {"text": "second"}],
-    behaviours={"a": once(out({"decision": "block", "reason": "more work"}))})
-add("stop.block_no_reason", {T: [G(H("a"))]}, [DONE, {"text": "second"}],
-    behaviours={"a": once(out({"decision": "block"}))})
-add("stop.continue_false", {T: [G(H("a"))]}, [DONE, {"text": "second"}],
-    behaviours={"a": once(out({"continue": False, "stopReason": "stop halt"}))})
-add("stop.context", {T: [G(H("a"))]}, [DONE, {"text": "second"}],
-    behaviours={"a": once(out(hso(T, additionalContext="STOP-CTX")))})
-add("stop.exit2_always_cap", {T: [G(H("a"))]}, [DONE],
-    behaviours={"a": err("never done")})
-add("stop.exit1", {T: [G(H("a"))]}, [DONE], behaviours={"a": err("stop broke", 1)})
+add(
+    "stop.exit2_once",
+    {T: [G(H("a"))]},
+    [DONE, {"text": "second"}],
+    behaviours={"a": once(err("keep going"))},
+    fast=True,
+)
+add(
+    "stop.block_json",
+    {T: [G(H("a"))]},
+    [DONE, {"text": "second"}],
+    behaviours={"a": once(out({"decision": "block", "reason": "more work"}))},
+)
+add(
+    "stop.block_no_reason",
+    {T: [G(H("a"))]},
+    [DONE, {"text": "second"}],
+    behaviours={"a": once(out({"decision": "block"}))},
+)
+add(
+    "stop.continue_false",
+    {T: [G(H("a"))]},
+    [DONE, {"text": "second"}],
+    behaviours={"a": once(out({"continue": False, "stopReason": "stop halt"}))},
+)
+add(
+    "stop.context",
+    {T: [G(H("a"))]},
+    [DONE, {"text": "second"}],
+    behaviours={"a": once(out(hso(T, additionalContext="STOP-CTX")))},
+)
+add("stop.exit2_always_cap", {T: [G(H("a"))]}, [DONE], behaviours={"a": err("never done")})
+add(
+    "stop.exit1",
+    {T: [G(H("a"))]},
+    [DONE],
+    behaviours={"a": err("stop broke", 1)},
+    deviation="Claude Code notifies 'stop hook problem' for a failing Stop hook; hookaudit keeps "
+    "the error in the outcome and its stand-in hook succeeds",
+)
 add("stop.plain_stdout", {T: [G(H("a"))]}, [DONE], behaviours={"a": out("stop stdout")})
 add("stop.matcher_ignored", {T: [G(H("a"), matcher="xyz")]}, [DONE])
 add("stop.after_tool", {T: [G(H("a"))]})
-add("stop.two_blocks", {T: [G(H("a"), H("b"))]}, [DONE, {"text": "second"}],
-    behaviours={"a": once(out({"decision": "block", "reason": "A-more"})),
-                "b": once(out({"decision": "block", "reason": "B-more"}))})
+add(
+    "stop.two_blocks",
+    {T: [G(H("a"), H("b"))]},
+    [DONE, {"text": "second"}],
+    behaviours={
+        "a": once(out({"decision": "block", "reason": "A-more"})),
+        "b": once(out({"decision": "block", "reason": "B-more"})),
+    },
+    deviation="several blocking Stop hooks: Claude Code gives the model each hook's reason as "
+    "its own feedback; hookaudit's decision carries one reason",
+)
 
 # ---- StopFailure (API errors) ------------------------------------------------------------------
 E500 = {"error": {"status": 400, "type": "invalid_request_error", "message": "mock bad request"}}
 add("stopfailure.invalid_request", {"StopFailure": [G(H("a"))]}, [E500], fast=True)
 add("stopfailure.matcher", {"StopFailure": [G(H("a"), matcher="invalid_request")]}, [E500])
 add("stopfailure.matcher_miss", {"StopFailure": [G(H("a"), matcher="rate_limit")]}, [E500])
-add("stopfailure.auth", {"StopFailure": [G(H("a"))]},
-    [{"error": {"status": 401, "type": "authentication_error", "message": "bad key"}}])
+add(
+    "stopfailure.auth",
+    {"StopFailure": [G(H("a"))]},
+    [{"error": {"status": 401, "type": "authentication_error", "message": "bad key"}}],
+)
 add("stopfailure.stop_not_run", {"Stop": [G(H("a"))], "StopFailure": [G(H("b"))]}, [E500])
 
 # ---- PermissionRequest (default mode, no allow rule) -------------------------------------------
 R = "PermissionRequest"
 W1 = [write("p.txt", "perm"), DONE]
 add("perm.silent", {R: [G(H("a"))]}, W1, args=[], fast=True)
-add("perm.allow", {R: [G(H("a"))]}, W1, args=[],
-    behaviours={"a": out(hso(R, decision={"behavior": "allow"}))}, fast=True)
-add("perm.deny", {R: [G(H("a"))]}, W1, args=[],
-    behaviours={"a": out(hso(R, decision={"behavior": "deny", "message": "perm no"}))})
-add("perm.deny_interrupt", {R: [G(H("a"))]}, W1, args=[],
-    behaviours={"a": out(hso(R, decision={"behavior": "deny", "message": "stop", "interrupt": True}))})
-add("perm.allow_updated_input", {R: [G(H("a"))]}, W1, args=[],
-    behaviours={"a": out(hso(R, decision={"behavior": "allow", "updatedInput": {
-        "file_path": "{ROOT}/proj/q.txt", "content": "Q"}}))})
+add(
+    "perm.allow",
+    {R: [G(H("a"))]},
+    W1,
+    args=[],
+    behaviours={"a": out(hso(R, decision={"behavior": "allow"}))},
+    fast=True,
+)
+add(
+    "perm.deny",
+    {R: [G(H("a"))]},
+    W1,
+    args=[],
+    behaviours={"a": out(hso(R, decision={"behavior": "deny", "message": "perm no"}))},
+)
+add(
+    "perm.deny_interrupt",
+    {R: [G(H("a"))]},
+    W1,
+    args=[],
+    behaviours={
+        "a": out(hso(R, decision={"behavior": "deny", "message": "stop", "interrupt": True}))
+    },
+)
+add(
+    "perm.allow_updated_input",
+    {R: [G(H("a"))]},
+    W1,
+    args=[],
+    behaviours={
+        "a": out(
+            hso(
+                R,
+                decision={
+                    "behavior": "allow",
+                    "updatedInput": {"file_path": "{ROOT}/proj/q.txt", "content": "Q"},
+                },
+            )
+        )
+    },
+)
 add("perm.exit2", {R: [G(H("a"))]}, W1, args=[], behaviours={"a": err("perm exit2")})
-add("perm.allow_and_deny", {R: [G(H("a"), H("b"))]}, W1, args=[],
-    behaviours={"a": out(hso(R, decision={"behavior": "allow"})),
-                "b": out(hso(R, decision={"behavior": "deny", "message": "B no"}))})
-add("perm.two_allows", {R: [G(H("a"), H("b"))]}, W1, args=[],
-    behaviours={"a": out(hso(R, decision={"behavior": "allow"})),
-                "b": out(hso(R, decision={"behavior": "allow"}))})
+add(
+    "perm.allow_and_deny",
+    {R: [G(H("a"), H("b"))]},
+    W1,
+    args=[],
+    behaviours={
+        "a": out(hso(R, decision={"behavior": "allow"})),
+        "b": out(hso(R, decision={"behavior": "deny", "message": "B no"})),
+    },
+    deviation="PermissionRequest allow and deny from two hooks: Claude Code takes the answer "
+    "that came first (here the allow); hookaudit lets deny win (fail-safe)",
+)
+add(
+    "perm.two_allows",
+    {R: [G(H("a"), H("b"))]},
+    W1,
+    args=[],
+    behaviours={
+        "a": out(hso(R, decision={"behavior": "allow"})),
+        "b": out(hso(R, decision={"behavior": "allow"})),
+    },
+)
 add("perm.matcher_miss", {R: [G(H("a"), matcher="Bash")]}, W1, args=[])
-add("perm.pre_allow_skips", {P: [G(H("a"))], R: [G(H("b"))]}, W1, args=[],
-    behaviours={"a": out(hso(P, permissionDecision="allow"))})
-add("perm.pre_ask", {P: [G(H("a"))], R: [G(H("b"))]}, [bash("echo RAN"), DONE],
-    behaviours={"a": out(hso(P, permissionDecision="ask")),
-                "b": out(hso(R, decision={"behavior": "allow"}))})
+add(
+    "perm.pre_allow_skips",
+    {P: [G(H("a"))], R: [G(H("b"))]},
+    W1,
+    args=[],
+    behaviours={"a": out(hso(P, permissionDecision="allow"))},
+)
+add(
+    "perm.pre_ask",
+    {P: [G(H("a"))], R: [G(H("b"))]},
+    [bash("echo RAN"), DONE],
+    behaviours={
+        "a": out(hso(P, permissionDecision="ask")),
+        "b": out(hso(R, decision={"behavior": "allow"})),
+    },
+)
 add("perm.denied_event", {"PermissionDenied": [G(H("a"))]}, W1, args=[])
-add("perm.continue_false", {R: [G(H("a"))]}, W1, args=[],
-    behaviours={"a": out({"continue": False, "stopReason": "perm halt"})})
+add(
+    "perm.continue_false",
+    {R: [G(H("a"))]},
+    W1,
+    args=[],
+    behaviours={"a": out({"continue": False, "stopReason": "perm halt"})},
+)
 
 # ---- settings sources and precedence -----------------------------------------------------------
 add("src.user", {P: [G(H("u"))]}, scope="user", behaviours={"u": err("user blocks")})
 add("src.local", {P: [G(H("l"))]}, scope="local", behaviours={"l": err("local blocks")})
 add("src.flag", {P: [G(H("f"))]}, scope="flag", behaviours={"f": err("flag blocks")})
-add("src.all_four", sources={s: {"hooks": {P: [G(H(s[0]))]}} for s in ("user", "project", "local", "flag")},
-    fast=True)
-add("src.dedup_same_command", sources={s: {"hooks": {P: [G(H("same"))]}} for s in ("user", "project")})
+add(
+    "src.all_four",
+    sources={s: {"hooks": {P: [G(H(s[0]))]}} for s in ("user", "project", "local", "flag")},
+    fast=True,
+)
+add(
+    "src.dedup_same_command",
+    sources={s: {"hooks": {P: [G(H("same"))]}} for s in ("user", "project")},
+)
 add("src.dedup_same_group", {P: [G(H("same"), H("same"))]})
 add("src.dedup_diff_timeout", {P: [G(H("same", timeout=5), H("same", timeout=9))]})
 add("src.dedup_two_groups", {P: [G(H("same"), matcher="Bash"), G(H("same"), matcher="*")]})
-add("src.disable_all_project", {P: [G(H("a"))]}, extra={"disableAllHooks": True},
-    behaviours={"a": err("x")})
-add("src.disable_all_local_over_project", sources={
-    "project": {"hooks": {P: [G(H("p"))]}}, "local": {"disableAllHooks": True}})
-add("src.disable_all_user_vs_project", sources={
-    "user": {"disableAllHooks": True}, "project": {"hooks": {P: [G(H("p"))]}}})
+add(
+    "src.disable_all_project",
+    {P: [G(H("a"))]},
+    extra={"disableAllHooks": True},
+    behaviours={"a": err("x")},
+)
+add(
+    "src.disable_all_local_over_project",
+    sources={"project": {"hooks": {P: [G(H("p"))]}}, "local": {"disableAllHooks": True}},
+)
+add(
+    "src.disable_all_user_vs_project",
+    sources={"user": {"disableAllHooks": True}, "project": {"hooks": {P: [G(H("p"))]}}},
+)
 add("src.disable_all_false", {P: [G(H("a"))]}, extra={"disableAllHooks": False})
 add("src.managed_only_no_managed", {P: [G(H("a"))]}, extra={"allowManagedHooksOnly": True})
-add("src.managed_only_in_user", sources={
-    "user": {"allowManagedHooksOnly": True}, "project": {"hooks": {P: [G(H("p"))]}}})
+add(
+    "src.managed_only_in_user",
+    sources={"user": {"allowManagedHooksOnly": True}, "project": {"hooks": {P: [G(H("p"))]}}},
+)
 
 # ---- malformed settings and lenient mode -------------------------------------------------------
 GOOD = '{"type":"command","command":"{HOOK:good}"}'
-add("bad.not_json", sources={"project": '{"hooks": {"PreToolUse": [ {"hooks": [' + GOOD + ']}'},
-    lenient=True)
-add("bad.not_json_user_good_project", sources={
-    "user": "{ nope", "project": {"hooks": {P: [G(H("p"))]}}}, lenient=True)
-add("bad.entry_missing_command", sources={"project": {"hooks": {P: [G({"type": "command"}, H("good"))]}}},
-    lenient=True)
-add("bad.entry_unknown_type", sources={"project": {"hooks": {P: [G({"type": "bogus", "command": "x"}, H("good"))]}}},
-    lenient=True)
-add("bad.group_not_object", sources={"project": {"hooks": {P: ["oops", G(H("good"))]}}}, lenient=True)
-add("bad.event_not_list", sources={"project": {"hooks": {P: {"hooks": []}, "PostToolUse": [G(H("good"))]}}},
-    lenient=True)
-add("bad.unknown_event", sources={"project": {"hooks": {"NoSuchEvent": [G(H("x"))], P: [G(H("good"))]}}},
-    lenient=True)
-add("bad.timeout_string", sources={"project": {"hooks": {P: [G(H("good", timeout="ten"))]}}}, lenient=True)
-add("bad.hooks_not_object", sources={"project": {"hooks": [1, 2]}, "user": {"hooks": {P: [G(H("u"))]}}},
-    lenient=True)
-add("bad.matcher_number", sources={"project": {"hooks": {P: [{"matcher": 5, "hooks": [H("good")]}]}}},
-    lenient=True)
+add(
+    "bad.not_json",
+    sources={"project": '{"hooks": {"PreToolUse": [ {"hooks": [' + GOOD + "]}"},
+    lenient=True,
+)
+add(
+    "bad.not_json_user_good_project",
+    sources={"user": "{ nope", "project": {"hooks": {P: [G(H("p"))]}}},
+    lenient=True,
+)
+add(
+    "bad.entry_missing_command",
+    sources={"project": {"hooks": {P: [G({"type": "command"}, H("good"))]}}},
+    lenient=True,
+)
+add(
+    "bad.entry_unknown_type",
+    sources={"project": {"hooks": {P: [G({"type": "bogus", "command": "x"}, H("good"))]}}},
+    lenient=True,
+)
+add(
+    "bad.group_not_object",
+    sources={"project": {"hooks": {P: ["oops", G(H("good"))]}}},
+    lenient=True,
+)
+add(
+    "bad.event_not_list",
+    sources={"project": {"hooks": {P: {"hooks": []}, "PostToolUse": [G(H("good"))]}}},
+    lenient=True,
+)
+add(
+    "bad.unknown_event",
+    sources={"project": {"hooks": {"NoSuchEvent": [G(H("x"))], P: [G(H("good"))]}}},
+    lenient=True,
+)
+add(
+    "bad.timeout_string",
+    sources={"project": {"hooks": {P: [G(H("good", timeout="ten"))]}}},
+    lenient=True,
+)
+add(
+    "bad.hooks_not_object",
+    sources={"project": {"hooks": [1, 2]}, "user": {"hooks": {P: [G(H("u"))]}}},
+    lenient=True,
+)
+add(
+    "bad.matcher_number",
+    sources={"project": {"hooks": {P: [{"matcher": 5, "hooks": [H("good")]}]}}},
+    lenient=True,
+)
 
 # ---- timeouts ----------------------------------------------------------------------------------
-add("timeout.pre_exceeded", {P: [G(H("a", timeout=1))]}, behaviours={"a": {"sleep": 4, "exit": 2,
-                                                                          "stderr": "late"}})
-add("timeout.pre_within", {P: [G(H("a", timeout=5))]}, behaviours={"a": {"sleep": 0.5, "exit": 2,
-                                                                        "stderr": "in time"}})
-add("timeout.stop_exceeded", {T: [G(H("a", timeout=1))]}, [DONE, {"text": "second"}],
-    behaviours={"a": once({"sleep": 4, "exit": 2, "stderr": "late"})})
+add(
+    "timeout.pre_exceeded",
+    {P: [G(H("a", timeout=3))]},
+    behaviours={"a": {"sleep": 9, "exit": 2, "stderr": "late"}},
+    deviation=NO_VERDICT,
+)
+add(
+    "timeout.pre_within",
+    {P: [G(H("a", timeout=5))]},
+    behaviours={"a": {"sleep": 0.5, "exit": 2, "stderr": "in time"}},
+)
+add(
+    "timeout.stop_exceeded",
+    {T: [G(H("a", timeout=3))]},
+    [DONE, {"text": "second"}],
+    behaviours={"a": once({"sleep": 9, "exit": 2, "stderr": "late"})},
+)
 
 # ---- async -------------------------------------------------------------------------------------
-add("async.pre_exit2_ignored", {P: [G(H("a", **{"async": True}))]}, behaviours={"a": err("async no")})
+add(
+    "async.pre_exit2_ignored",
+    {P: [G(H("a", **{"async": True}))]},
+    behaviours={"a": err("async no")},
+)
 
 # ---- subagents ---------------------------------------------------------------------------------
-AGENT = {"tools": [{"name": "Agent", "input": {"description": "sub", "prompt": "do it",
-                                               "subagent_type": "general-purpose",
-                                               "run_in_background": False}}]}
+AGENT = {
+    "tools": [
+        {
+            "name": "Agent",
+            "input": {
+                "description": "sub",
+                "prompt": "do it",
+                "subagent_type": "general-purpose",
+                "run_in_background": False,
+            },
+        }
+    ]
+}
 SUB = [AGENT, bash("echo SUB"), {"text": "sub done"}, DONE]
 add("sub.start_stop", {"SubagentStart": [G(H("s"))], "SubagentStop": [G(H("t"))]}, SUB, fast=True)
-add("sub.pre_in_subagent", {P: [G(H("a"), matcher="Bash")]}, SUB, behaviours={"a": err("no sub bash")})
-add("sub.stop_block", {"SubagentStop": [G(H("t"))]}, [AGENT, {"text": "sub done"},
-                                                      {"text": "sub again"}, DONE],
-    behaviours={"t": once(out({"decision": "block", "reason": "sub more"}))})
-add("sub.start_context", {"SubagentStart": [G(H("s"))]}, SUB,
-    behaviours={"s": out(hso("SubagentStart", additionalContext="SUB-CTX"))})
+add(
+    "sub.pre_in_subagent",
+    {P: [G(H("a"), matcher="Bash")]},
+    SUB,
+    behaviours={"a": err("no sub bash")},
+)
+add(
+    "sub.stop_block",
+    {"SubagentStop": [G(H("t"))]},
+    [AGENT, {"text": "sub done"}, {"text": "sub again"}, DONE],
+    behaviours={"t": once(out({"decision": "block", "reason": "sub more"}))},
+)
+add(
+    "sub.start_context",
+    {"SubagentStart": [G(H("s"))]},
+    SUB,
+    behaviours={"s": out(hso("SubagentStart", additionalContext="SUB-CTX"))},
+)
 add("sub.matcher_type", {"SubagentStart": [G(H("s"), matcher="general-purpose")]}, SUB)
 add("sub.matcher_type_miss", {"SubagentStart": [G(H("s"), matcher="Explore")]}, SUB)
-add("sub.pre_agent_tool_deny", {P: [G(H("a"), matcher="Agent")]}, SUB, behaviours={"a": err("no agents")})
+add(
+    "sub.pre_agent_tool_deny",
+    {P: [G(H("a"), matcher="Agent")]},
+    SUB,
+    behaviours={"a": err("no agents")},
+)
 
 # ---- hook types: http, prompt, agent -----------------------------------------------------------
 add("type.prompt_ok", {P: [G({"type": "prompt", "prompt": 'MOCKVERDICT:{"ok":true} $ARGUMENTS'})]})
-add("type.prompt_deny", {P: [G({"type": "prompt",
-                                "prompt": 'MOCKVERDICT:{"ok":false,"reason":"llm says no"} $ARGUMENTS'})]})
-add("type.prompt_stop_block", {T: [G({"type": "prompt",
-                                      "prompt": 'MOCKVERDICT:{"ok":false,"reason":"not yet"} $ARGUMENTS'})]},
-    [DONE, {"text": "second"}])
+add(
+    "type.prompt_deny",
+    {
+        P: [
+            G(
+                {
+                    "type": "prompt",
+                    "prompt": 'MOCKVERDICT:{"ok":false,"reason":"llm says no"} $ARGUMENTS',
+                }
+            )
+        ]
+    },
+)
+add(
+    "type.prompt_stop_block",
+    {
+        T: [
+            G(
+                {
+                    "type": "prompt",
+                    "prompt": 'MOCKVERDICT:{"ok":false,"reason":"not yet"} $ARGUMENTS',
+                }
+            )
+        ]
+    },
+    [DONE, {"text": "second"}],
+)
 add("type.agent_ok", {P: [G({"type": "agent", "prompt": 'MOCKVERDICT:{"ok":true} $ARGUMENTS'})]})
-add("type.agent_deny", {P: [G({"type": "agent",
-                               "prompt": 'MOCKVERDICT:{"ok":false,"reason":"agent no"} $ARGUMENTS'})]})
+add(
+    "type.agent_deny",
+    {
+        P: [
+            G(
+                {
+                    "type": "agent",
+                    "prompt": 'MOCKVERDICT:{"ok":false,"reason":"agent no"} $ARGUMENTS',
+                }
+            )
+        ]
+    },
+)
 
 # ---- Notification, PreCompact and the rest -----------------------------------------------------
 add("notif.none_headless", {"Notification": [G(H("n"))]})
-add("compact.manual", {"PreCompact": [G(H("c"))], "PostCompact": [G(H("d"))]}, [DONE],
-    prompt="/compact")
-add("compact.manual_block", {"PreCompact": [G(H("c"))]}, [DONE], prompt="/compact",
-    behaviours={"c": err("no compaction")})
-add("compact.matcher_manual", {"PreCompact": [G(H("c"), matcher="manual")]}, [DONE], prompt="/compact")
+add(
+    "compact.manual",
+    {"PreCompact": [G(H("c"))], "PostCompact": [G(H("d"))]},
+    [DONE],
+    prompt="/compact",
+)
+add(
+    "compact.manual_block",
+    {"PreCompact": [G(H("c"))]},
+    [DONE],
+    prompt="/compact",
+    behaviours={"c": err("no compaction")},
+)
+add(
+    "compact.matcher_manual",
+    {"PreCompact": [G(H("c"), matcher="manual")]},
+    [DONE],
+    prompt="/compact",
+)
 add("compact.matcher_auto", {"PreCompact": [G(H("c"), matcher="auto")]}, [DONE], prompt="/compact")
+
+# ---- more events and forms ---------------------------------------------------------------------
+add("setup.init", {"Setup": [G(H("s"))]}, [DONE], args=[*ALLOW, "--init"])
+add(
+    "setup.init_context",
+    {"Setup": [G(H("s"))]},
+    [DONE],
+    args=[*ALLOW, "--init"],
+    behaviours={"s": out(hso("Setup", additionalContext="SETUP-CTX"))},
+)
+add(
+    "setup.init_plain",
+    {"Setup": [G(H("s"))]},
+    [DONE],
+    args=[*ALLOW, "--init"],
+    behaviours={"s": out("SETUP-PLAIN")},
+)
+add(
+    "setup.maintenance",
+    {"Setup": [G(H("s"), matcher="maintenance")]},
+    [DONE],
+    args=[*ALLOW, "--maintenance"],
+)
+add(
+    "instructions.loaded",
+    {"InstructionsLoaded": [G(H("i"))]},
+    [DONE],
+    files={"CLAUDE.md": "# project rules\n"},
+)
+add(
+    "instructions.matcher",
+    {"InstructionsLoaded": [G(H("i"), matcher="session_start")]},
+    [DONE],
+    files={"CLAUDE.md": "# project rules\n"},
+)
+add("group.env_ignored", {P: [G(H("a"), env={"X": "1"})]})
+add("hook.timeout_field_ok", {P: [G(H("a", timeout=30))]}, behaviours={"a": err("t")})
+add("hook.status_message", {P: [G(H("a", statusMessage="checking"))]})
+add("pre.json.empty_object", {P: [G(H("a"))]}, behaviours={"a": out({})})
+add("pre.json.empty_stdout_exit2", {P: [G(H("a"))]}, behaviours={"a": {"exit": 2, "stdout": ""}})
+add("pre.json.null_hso", {P: [G(H("a"))]}, behaviours={"a": out({"hookSpecificOutput": None})})
+add(
+    "pre.json.reason_on_allow_headless",
+    {P: [G(H("a"))]},
+    args=[],
+    behaviours={"a": out(hso(P, permissionDecision="allow", permissionDecisionReason="ok"))},
+)
+add(
+    "post.write_context",
+    {Q: [G(H("a"), matcher="Write")]},
+    [write("pw.txt", "x"), DONE],
+    behaviours={"a": out(hso(Q, additionalContext="POST-WRITE"))},
+)
+add(
+    "post.read_block",
+    {Q: [G(H("a"), matcher="Read")]},
+    [read("r.txt"), DONE],
+    behaviours={"a": out({"decision": "block", "reason": "read seen"})},
+    files={"r.txt": "x\n"},
+)
+add(
+    "ups.context_and_exit2",
+    {U: [G(H("a"), H("b"))]},
+    [DONE],
+    behaviours={"a": out(hso(U, additionalContext="A")), "b": err("B refuses")},
+)
 
 FAST = [s for s in ALL if s.fast]
