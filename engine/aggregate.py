@@ -182,10 +182,10 @@ def _pretool(
     reason: str | None = None
     if winner is not None:
         # Claude Code 2.1.332 tells the model the reason of the winning hook that finished
-        # last (a race: tests/conformance/claude_code multi.two_denies*). hookaudit takes the
-        # last in configuration order: what Claude Code shows when hooks take equal time.
-        last = next(v for _, v in reversed(decided) if v.permission_decision == winner)
-        reason = last.message if winner == "deny" else last.reason
+        # last, a race (tests/conformance/claude_code multi.two_denies*); hookaudit takes the
+        # first in configuration order, deterministically.
+        first = next(v for _, v in decided if v.permission_decision == winner)
+        reason = first.message if winner == "deny" else first.reason
     if winner in (None, "allow"):
         candidates = [r for r in ordered if r[1].permission_decision in (winner, None)]
     elif winner == "ask":

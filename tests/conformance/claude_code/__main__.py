@@ -3,7 +3,7 @@
 --version X      run against Claude Code X (installed first with install.sh X) and print
                  which scenarios changed status against the recorded results of the pinned
                  version (results/<pinned>.json).
--k TEXT          only scenarios whose name contains TEXT.
+-k TEXT[,TEXT]   only scenarios whose name contains one of the TEXTs.
 --fast           only the fast subset.
 --jobs N         scenarios run at once (default 3).
 --record         write results/<version>.json (the pinned version's file is the baseline).
@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(exc, file=sys.stderr)
         return 1
-    chosen = [s for s in (scenarios.FAST if a.fast else scenarios.ALL) if a.select in s.name]
+    wanted = [w for w in a.select.split(",") if w] or [""]
+    chosen = [s for s in (scenarios.FAST if a.fast else scenarios.ALL)
+              if any(w in s.name for w in wanted)]
     chosen.sort(key=lambda s: not s.fast)  # the fast subset first: its verdicts come soonest
     results = harness.run_all(chosen, binary, jobs=a.jobs, keep=a.keep)
     for r in results:

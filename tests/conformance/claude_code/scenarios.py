@@ -83,6 +83,9 @@ NO_VERDICT = (
     "answers validly, so the wrapped run shows no warning (the tool runs in both)"
 )
 
+RACE_DENY = ("several denials: Claude Code tells the model the reason of the hook that finished "
+             "last (a race: either reason, run to run); hookaudit the first in configuration order")
+
 ALL: list[Scenario] = []
 
 
@@ -306,6 +309,7 @@ add(
         "a": out(hso(P, permissionDecision="deny", permissionDecisionReason="A")),
         "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="B")),
     },
+    deviation=RACE_DENY,
 )
 add(
     "multi.exit2_and_allow",
@@ -316,6 +320,7 @@ add(
     "multi.two_exit2",
     {P: [G(H("a"), H("b"))]},
     behaviours={"a": err("A blocks"), "b": err("B blocks")},
+    deviation=RACE_DENY,
 )
 add(
     "multi.ask_and_allow",
@@ -358,8 +363,6 @@ add(
         "a": {**out(hso(P, permissionDecision="deny", permissionDecisionReason="A")), "sleep": 1.5},
         "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="B")),
     },
-    deviation="several denials: Claude Code tells the model the reason of the hook that "
-    "finished last; hookaudit the last in configuration order",
 )
 add(
     "multi.error_and_deny",

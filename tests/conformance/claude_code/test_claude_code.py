@@ -46,7 +46,7 @@ def test_scenario_names_are_unique_and_deviations_say_why() -> None:
     names = [s.name for s in scenarios.ALL]
     assert len(names) == len(set(names))
     assert len(names) >= 190
-    assert all(len(s.deviation or "x") > 20 for s in scenarios.ALL)
+    assert all(s.deviation is None or len(s.deviation) > 20 for s in scenarios.ALL)
 
 
 def _post(url: str, body: dict[str, object]) -> tuple[int, bytes]:
@@ -104,3 +104,18 @@ def test_mock_speaks_the_messages_wire_format(tmp_path: Path) -> None:
         server.server_close()
     kinds = [json.loads(line)["kind"] for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert kinds == ["turn0", "turn1", "count_tokens", "verdict", "aux"]
+
+
+def test_captured_hook_inputs_are_accepted_by_the_engine() -> None:
+    from engine.events import is_known
+    from engine.run import parse_payload
+
+    fixtures = sorted((harness.REPO / "tests/fixtures/claude_code").glob("*/*.json"))
+    assert len(fixtures) >= 10
+    seen = set()
+    for f in fixtures:
+        for inp in json.loads(f.read_text())["hook_inputs"]:
+            payload = parse_payload(json.dumps(inp).encode(), str(f))
+            assert is_known(payload["hook_event_name"]), f
+            seen.add(payload["hook_event_name"])
+    assert {"PreToolUse", "PostToolUse", "Stop", "SubagentStart", "PermissionRequest"} <= seen
