@@ -30,6 +30,7 @@ def _binary() -> Path:
         pytest.fail(str(exc))
 
 
+@pytest.mark.timeout(900)
 def test_fast_subset_matches_claude_code() -> None:
     results = harness.run_all(scenarios.FAST, _binary(), jobs=3, progress=False)
     bad = [
