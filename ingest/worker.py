@@ -55,6 +55,10 @@ __all__ = ["Worker", "WorkerStats"]
 
 _log = logging.getLogger("hookaudit.worker")
 
+# Events in hand that have not moved for this long mean a stalled connection (see _watch).
+# Above the longest a healthy publish-and-ack takes (a PubAck wait of 10 s and a flush).
+STALL_AFTER = 30.0
+
 
 @dataclass
 class WorkerStats:
@@ -125,6 +129,7 @@ class Worker:
         self._evals: set[asyncio.Task[None]] = set()
         self._publishing: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._progress = 0.0  # when events in hand last moved
         self.stats = WorkerStats()
         self.stopping = asyncio.Event()
         self.eff: Effective = load_sources(self.specs)
@@ -167,7 +172,7 @@ class Worker:
         nc = await self.connect_options.connect()
         try:
             js = nc.jetstream()
-            await provision(js, prefix=self.names.prefix)
+            await self._provision(js)
             sub = Puller(nc, self.names.events_stream, self.names.worker_consumer)
             await sub.start()
             acks = AckWaiter(nc)
@@ -175,9 +180,15 @@ class Worker:
             self.writer = self._open_log()
             _log.info("worker %s consuming %s", self.name, self.names.events_stream)
             committer = asyncio.create_task(self._commit_loop(nc, acks))
+            self._moved()
+            watchdog = asyncio.create_task(self._watch())
             try:
-                await self._fetch_loop(sub, committer)
+                await self._fetch_loop(sub, committer, watchdog)
+                if watchdog.done():
+                    self._abandon(committer)
+                    raise watchdog.result()
             finally:
+                watchdog.cancel()
                 # SIGTERM: finish every event in hand, commit, publish, ack.
                 if self._evals:
                     await asyncio.gather(*self._evals, return_exceptions=True)
@@ -194,10 +205,58 @@ class Worker:
             if self.writer is not None:
                 self.writer.close()
             try:
-                await nc.close()
-            except OSError as exc:  # NATS is down: nothing is left to flush to it
+                await asyncio.wait_for(nc.close(), 5.0)
+            except (OSError, TimeoutError) as exc:  # NATS is down: nothing left to flush
                 _log.warning("closing the NATS connection: %s", exc)
         return self.stats
+
+    async def _provision(self, js: Any) -> None:
+        """Provision, retrying while JetStream does not answer (a cluster electing a leader,
+        a node restarting): a worker is a service and waits for it; a conflict is fatal."""
+        wait = 0.25
+        while True:
+            try:
+                await provision(js, prefix=self.names.prefix)
+                return
+            except Unavailable as exc:
+                if self.stopping.is_set():
+                    raise
+                _log.warning("%s; retrying in %.1fs", exc, wait)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 5.0)
+
+    # -- liveness ----------------------------------------------------------------------
+    # nats-py can wedge a connection while it reconnects (seen with TLS when a cluster
+    # node dies: PubAck waits and flushes that never return). A worker whose events in
+    # hand stop moving for STALL_AFTER, while none is waiting on its own hooks, exits with
+    # an error instead of holding them forever: they are not acked, so JetStream
+    # redelivers them (the log drops the copies), and the service manager starts it again
+    # (infra/systemd, infra/compose: restart always).
+
+    def _moved(self) -> None:
+        self._progress = time.monotonic()
+
+    async def _watch(self) -> Unavailable:
+        while True:
+            await asyncio.sleep(1.0)
+            waiting = self._open - len(self._evals)  # events not held by their own hooks
+            if waiting <= 0:
+                self._moved()  # idle, or only hooks at work (they have their own timeouts)
+            elif time.monotonic() - self._progress > STALL_AFTER:
+                return Unavailable(
+                    f"{waiting} events in hand made no progress for {STALL_AFTER:.0f}s "
+                    "(NATS connection stalled); exiting so they are redelivered"
+                )
+
+    def _abandon(self, committer: asyncio.Task[None]) -> None:
+        """Drop everything in hand on a stalled connection: nothing of it is acked."""
+        self._closing = True
+        committer.cancel()
+        for t in (*self._evals, *self._publishing):
+            t.cancel()
+        self._evals.clear()
+        self._publishing.clear()
+        self._ready.clear()
 
     def stop(self) -> None:
         self.stopping.set()
@@ -210,8 +269,10 @@ class Worker:
     # only (and one of `concurrency` evaluation slots). At most `max_open` events are
     # between fetch and ack at once; fetching waits for room.
 
-    async def _fetch_loop(self, sub: Puller, committer: asyncio.Task[None]) -> None:
-        while not self.stopping.is_set() and not committer.done():
+    async def _fetch_loop(
+        self, sub: Puller, committer: asyncio.Task[None], watchdog: asyncio.Task[Unavailable]
+    ) -> None:
+        while not self.stopping.is_set() and not committer.done() and not watchdog.done():
             room = self.max_open - self._open
             if room <= 0:
                 self._room.clear()
@@ -219,6 +280,8 @@ class Worker:
                     await asyncio.wait_for(self._room.wait(), 0.5)
                 continue
             msgs = await sub.fetch(min(self.batch, room), timeout=0.5)
+            if msgs:
+                self._moved()
             for msg in msgs:
                 self._start(msg)
             await asyncio.sleep(0)  # let the committer take this fetch's ready outcomes
@@ -274,6 +337,7 @@ class Worker:
     def _release(self, n: int) -> None:
         self._open -= n
         self._room.set()
+        self._moved()
 
     async def _commit_loop(self, nc: Any, acks: AckWaiter) -> None:
         """The log's one user: seal when due, append what is ready, answer, publish."""
