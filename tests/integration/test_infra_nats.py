@@ -19,8 +19,24 @@ def test_there_are_configs_to_check() -> None:
     assert {p.name for p in CONFIGS} >= {"single.conf", "auth.conf", "users.conf"}
 
 
-@pytest.mark.parametrize("conf", CONFIGS, ids=[p.name for p in CONFIGS])
-def test_nats_server_accepts(conf: Path) -> None:
+TLS_DIR = "/etc/hookaudit/nats/tls"  # where the cluster configs expect their certificates
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Certificates from the shipped gen-certs.sh, for the configs that name TLS files."""
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run([str(INFRA / "cluster" / "gen-certs.sh"), str(d)], check=True,
+                   capture_output=True, timeout=60)
+    return d
+
+
+@pytest.mark.parametrize("conf", CONFIGS, ids=[str(p.relative_to(INFRA)) for p in CONFIGS])
+def test_nats_server_accepts(conf: Path, certs: Path, tmp_path: Path) -> None:
+    text = conf.read_text()
+    if TLS_DIR in text:  # the same config, with the certificates where this test made them
+        conf = tmp_path / conf.name
+        conf.write_text(text.replace(TLS_DIR, str(certs)))
     p = subprocess.run(
         [embedded.find_nats_server(), "-t", "-c", str(conf)],
         capture_output=True,

@@ -28,7 +28,7 @@ from ingest.protocol import MSG_ID
 if TYPE_CHECKING:
     from conftest import Cluster
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY = REPO / "infra" / "policies" / "security.json"
