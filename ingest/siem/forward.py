@@ -152,7 +152,7 @@ class Forwarder:
                 if msgs:
                     await self._handle(nc, msgs)
                     self._dirty = True
-                    self._save()
+                    self._save(force=not puller.buf)  # caught up: show it at once
                 elif self._dirty:  # idle: the last batch's counters go to disk now
                     self._save(force=True)
             await puller.stop()

@@ -440,6 +440,8 @@ async def test_siem_role_on_the_authenticated_embedded_server(tmp_path: Path) ->
         )
         try:
             wait_for(lambda: len(lines(out)) >= 4, what="4 records through the siem role")
+            counters = d / "siem" / "r" / "status.json"
+            wait_for(lambda: json.loads(counters.read_text())["messages"] == 4, what="counters")
             st = subprocess.run(
                 [*base, "status", "--data-dir", str(d)], capture_output=True, text=True, timeout=60
             )
