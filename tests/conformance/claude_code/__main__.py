@@ -12,7 +12,8 @@
 -v               print every difference of every scenario that does not match.
 
 Exit status 1 when a scenario that matched (or was a documented deviation) in
-results/<version>.json no longer does; known gaps recorded there as mismatches do not fail.
+results/<version>.json no longer does, twice (a regression is run again, alone, and one that
+then agrees is printed as UNSTABLE); known gaps recorded there as mismatches do not fail.
 """
 
 from __future__ import annotations
@@ -101,8 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     recorded = json.loads(rec_p.read_text()) if rec_p.exists() and not a.record else {}
     worse = [r.name for r in results if r.status not in ("match", "deviation")
              and recorded.get(r.name, {}).get("status", "match") in ("match", "deviation")]
-    for name in worse:
-        print(f"REGRESSION {name}")
+    if worse:
+        # Two real processes race in a few scenarios (async hooks, timeouts) and a loaded
+        # machine can tip one. A regression is run again, alone; one that then agrees is printed
+        # as UNSTABLE and does not fail the gate, one that disagrees twice does.
+        again = harness.run_all([s for s in chosen if s.name in worse], binary, jobs=1,
+                                progress=False)
+        steady = {r.name for r in again if r.status in ("match", "deviation")}
+        for name in worse:
+            if name in steady:
+                print(f"UNSTABLE {name}: disagreed once, agreed when run again alone")
+            else:
+                print(f"REGRESSION {name}")
+        worse = [n for n in worse if n not in steady]
     return 1 if worse else 0
 
 

@@ -30,6 +30,7 @@ import argparse
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -118,6 +119,25 @@ class Mock:
                     return f"turn{self.cursor - 1}", turn
             return "done", {"text": "MOCK_DONE"}
         return "aux", {"text": "MOCK_SUMMARY"}
+
+
+def _wait_hook(spec: dict[str, Any]) -> None:
+    """Hold a reply until a hook's line is in the hook log (an async hook runs beside the
+    session: without this its log line races Claude Code's exit). Gives up after `timeout`."""
+    log, label = Path(spec["log"]), str(spec["label"])
+    deadline = time.monotonic() + float(spec.get("timeout", 30))
+    while time.monotonic() < deadline:
+        try:
+            lines = log.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            try:
+                if json.loads(line).get("label") == label:
+                    return
+            except (ValueError, AttributeError):
+                continue
+        time.sleep(0.05)
 
 
 def _content(turn: dict[str, Any], n: int) -> list[dict[str, Any]]:
@@ -273,6 +293,8 @@ def make_handler(mock: Mock) -> type[BaseHTTPRequestHandler]:
                 return
             kind, turn = mock.classify(body)
             mock.log({"seq": seq, "path": path, "kind": kind, "body": body})
+            if turn.get("wait_hook"):
+                _wait_hook(turn["wait_hook"])
             err = turn.get("error")
             if err:
                 self._send_json(

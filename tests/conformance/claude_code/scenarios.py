@@ -872,6 +872,9 @@ add(
 add(
     "async.pre_exit2_ignored",
     {P: [G(H("a", **{"async": True}))]},
+    # The model's next turn waits for the async hook's log line: an async hook runs beside
+    # the session, and without the wait Claude Code could exit before it had started.
+    [bash("echo RAN"), {**DONE, "wait_hook": {"log": "{ROOT}/hooks.jsonl", "label": "a"}}],
     behaviours={"a": err("async no")},
 )
 
