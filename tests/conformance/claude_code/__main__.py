@@ -58,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 1
     wanted = [w for w in a.select.split(",") if w] or [""]
-    chosen = [s for s in (scenarios.FAST if a.fast else scenarios.ALL)
-              if any(w in s.name for w in wanted)]
+    chosen = [
+        s for s in (scenarios.FAST if a.fast else scenarios.ALL) if any(w in s.name for w in wanted)
+    ]
     chosen.sort(key=lambda s: not s.fast)  # the fast subset first: its verdicts come soonest
     results = harness.run_all(chosen, binary, jobs=a.jobs, keep=a.keep)
     for r in results:
@@ -100,14 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     # of this version and no longer does. Known gaps recorded as mismatches do not fail it.
     rec_p = HERE / "results" / f"{a.version}.json"
     recorded = json.loads(rec_p.read_text()) if rec_p.exists() and not a.record else {}
-    worse = [r.name for r in results if r.status not in ("match", "deviation")
-             and recorded.get(r.name, {}).get("status", "match") in ("match", "deviation")]
+    worse = [
+        r.name
+        for r in results
+        if r.status not in ("match", "deviation")
+        and recorded.get(r.name, {}).get("status", "match") in ("match", "deviation")
+    ]
     if worse:
         # Two real processes race in a few scenarios (async hooks, timeouts) and a loaded
         # machine can tip one. A regression is run again, alone; one that then agrees is printed
         # as UNSTABLE and does not fail the gate, one that disagrees twice does.
-        again = harness.run_all([s for s in chosen if s.name in worse], binary, jobs=1,
-                                progress=False)
+        again = harness.run_all(
+            [s for s in chosen if s.name in worse], binary, jobs=1, progress=False
+        )
         steady = {r.name for r in again if r.status in ("match", "deviation")}
         for name in worse:
             if name in steady:
