@@ -429,9 +429,11 @@ def log_seal(data_dir: Path | None, worker_name: str) -> None:
 
 def _add_key_commands() -> None:
     from ingest.cli_natskeys import creds_cmd, keys_cmd
+    from ingest.cli_provision import provision_cmd
 
     nats_group.add_command(keys_cmd)
     nats_group.add_command(creds_cmd)
+    nats_group.add_command(provision_cmd)
 
 
 _add_key_commands()

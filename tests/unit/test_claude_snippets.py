@@ -32,3 +32,34 @@ def test_enforce_waits_and_fails_closed_on_pretooluse() -> None:
 @pytest.mark.parametrize("path", sorted(SNIPPETS.glob("*.json")), ids=lambda p: p.name)
 def test_snippets_lint_clean(path: Path) -> None:
     assert lint_path(path) == []
+
+
+def test_the_files_are_what_the_generator_writes() -> None:
+    from ingest.snippets import render, snippets
+
+    docs = snippets()
+    assert {p.name for p in SNIPPETS.glob("*.json")} >= set(docs)
+    for name, doc in docs.items():
+        assert (SNIPPETS / name).read_text() == render(doc), (
+            f"{name} is stale: run python -m ingest.snippets infra/claude"
+        )
+
+
+@pytest.mark.parametrize("name", ["managed-settings.emit.json", "managed-settings.serve.json"])
+def test_managed_snippets_wire_every_event(name: str) -> None:
+    doc = json.loads((SNIPPETS / name).read_text())
+    assert doc["allowManagedHooksOnly"] is True
+    hooks = doc["hooks"]
+    assert set(hooks) == CLAUDE_EVENTS
+    for event, groups in hooks.items():
+        (hook,) = [h for g in groups for h in g["hooks"]]
+        takes_http = "http" in CATALOG[event].hook_types
+        if name.endswith("serve.json") and takes_http:
+            assert hook["type"] == "http" and hook["url"].endswith("/hooks"), event
+            assert hook["url"].startswith(doc["allowedHttpHookUrls"][0].rstrip("*")), event
+            assert hook["allowedEnvVars"] == doc["httpHookAllowedEnvVars"], event
+        else:
+            assert hook["type"] == "command" and hook["command"].startswith("hookaudit emit"), event
+    pre = hooks["PreToolUse"][0]["hooks"][0]
+    if pre["type"] == "command":
+        assert "--wait" in pre["command"] and "--fail closed" in pre["command"]
