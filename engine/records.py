@@ -55,8 +55,9 @@ ENGINE_VERSION = "0.1.0"
 RunOutcome = Literal["allow", "deny", "error", "noop"]
 #: Who decided what the agent was told: the engine (`policy`), the emitter or gateway on
 #: its own (`fallback`: timeout, NATS down, fail open/closed), or nobody because the input
-#: was refused (`rejected`).
-DecidedBy = Literal["policy", "fallback", "rejected"]
+#: was refused (`rejected`); `observed`: the engine decided but nobody waited for it
+#: (observe mode, backfill), so the agent went on whatever the record's decision says.
+DecidedBy = Literal["policy", "fallback", "rejected", "observed"]
 
 
 def uuid7(ts_ms: int | None = None) -> str:
@@ -202,7 +203,8 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     `decided_by` says whose answer the agent got: ``policy`` (this record's decision is
     the engine's), ``fallback`` (emit or serve answered alone: `event.fallback` holds what
     and why, and `blocked`/`decision`/`reason` are that answer; the policy's own verdict
-    is in `runs`) or ``rejected`` (the input was refused: `event.rejected` holds why).
+    is in `runs`), ``rejected`` (the input was refused: `event.rejected` holds why) or
+    ``observed`` (the engine's decision, which no one waited for: the agent was not stopped).
     """
 
     event: HookEvent

@@ -41,7 +41,7 @@ from engine.records import (
 from ingest.protocol import MSG_ID
 from ingest.rejects import keep, rejection
 
-__all__ = ["Admitted", "admit", "experienced", "record_only", "rejected"]
+__all__ = ["Admitted", "admit", "experienced", "observed", "record_only", "rejected"]
 
 _log = logging.getLogger("hookaudit.worker")
 
@@ -155,6 +155,21 @@ def experienced(o: Outcome) -> Outcome:
             policy += f" ({o.reason})"
         o = msgspec.structs.replace(o, errors=[*o.errors, policy])
     return _answer(o, fb)
+
+
+def observed(o: Outcome) -> Outcome:
+    """The record of a policy decision that nobody waited for (the event came without a
+    reply subject: observe mode, a spooled observe-mode event, backfill): the agent was
+    never stopped by it, so it is ``observed``; blocked/decision/reason stay the policy's
+    verdict (what enforcing would have done).
+
+    Example:
+        >>> observed(Outcome(event=new_event({"hook_event_name": "Stop"}), settings_id="s")).decided_by
+        'observed'
+    """
+    if o.decided_by != "policy" or o.event.fallback is not None:
+        return o
+    return msgspec.structs.replace(o, decided_by="observed")
 
 
 def _answer(o: Outcome, fb: Fallback) -> Outcome:

@@ -43,7 +43,7 @@ from engine.failclosed import one_line
 from engine.records import HookEvent, Outcome, encode_msgpack
 from engine.run import Engine
 from engine.sources import Effective, load_sources
-from ingest.admit import Admitted, admit, experienced, record_only, rejected
+from ingest.admit import Admitted, admit, experienced, observed, record_only, rejected
 from ingest.log import LogWriter, idempotency_key
 from ingest.nats import ConnectOptions, Names, outcome_subject, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply, reply_subject_ok
@@ -317,7 +317,10 @@ class Worker:
         task.add_done_callback(self._evals.discard)
 
     def _decided(self, msg: Any, ev: HookEvent, outcome: Outcome) -> None:
-        self._ready.append((msg, ev, experienced(outcome)))
+        o = experienced(outcome)
+        if not (msg.headers or {}).get(REPLY_HEADER):  # nobody waits: the agent went on
+            o = observed(o)
+        self._ready.append((msg, ev, o))
         self._ready_signal.set()
 
     async def _evaluate(self, msg: Any, ev: HookEvent, coro: Coroutine[Any, Any, Outcome]) -> None:

@@ -239,7 +239,7 @@ permission_mode | VARCHAR | agent permission mode
 agent_id | VARCHAR | subagent id
 agent_type | VARCHAR | subagent type
 replay_id | VARCHAR | NULL for live outcomes
-decided_by | VARCHAR | policy (the engine decided), fallback (emit/serve answered alone: timeout, NATS down, fail mode; blocked/decision/reason are that answer) or rejected (refused input: see the rejects view)
+decided_by | VARCHAR | policy (the engine decided), fallback (emit/serve answered alone: timeout, NATS down, fail mode; blocked/decision/reason are that answer) rejected (refused input: see the rejects view) or observed (the engine decided but nobody waited: observe mode or backfill, the agent was not stopped; blocked/decision/reason are what enforcing would have done)
 worker | VARCHAR | worker chain that appended the record
 seq | BIGINT | record number in the worker chain
 appended | TIMESTAMPTZ | when the worker appended it

@@ -69,12 +69,14 @@ async def test_fallback_answers_and_refused_input_are_recorded(
         p.returncode == 0
         and json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
     )
+    # 1b. NATS down, observe mode: spooled; nobody waits, so its record will be `observed`
+    assert cli("emit", *down, stdin=pretool("rm -rf / observed")).returncode == 0
     # 2. a 10 MB event in observe mode: refused, kept, and its stub spooled for the log
     big = pretool("x" * 10_000_000)
     p = cli("emit", *down, stdin=big)
     assert p.returncode == 0 and "exceeds the limit" in p.stderr.decode()
     status = json.loads(cli("spool", "status", "--data-dir", str(data), "--format", "json").stdout)
-    assert (status["events"], status["rejects"], status["rejected_inputs"]) == (2, 1, 1)
+    assert (status["events"], status["rejects"], status["rejected_inputs"]) == (3, 1, 1)
     listed = cli(
         "spool", "rejects", "--data-dir", str(data), "--format", "jsonl"
     ).stdout.splitlines()
@@ -112,12 +114,17 @@ async def test_fallback_answers_and_refused_input_are_recorded(
     )
     try:
         deadline = time.monotonic() + 60
-        while len(list(iter_outcomes(data))) < 4:
-            assert time.monotonic() < deadline, "the worker did not record 4 outcomes"
+        while len(list(iter_outcomes(data))) < 5:
+            assert time.monotonic() < deadline, "the worker did not record 5 outcomes"
             await asyncio.sleep(0.2)
         # a normal decision afterwards, to see policy next to fallback
         p = cli("emit", *up, "--wait", "--fail", "closed", stdin=pretool("rm -rf /"))
         assert json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+        # observe mode with NATS up: published, never waited for
+        assert cli("emit", *up, stdin=pretool("rm -rf / live")).returncode == 0
+        while len(list(iter_outcomes(data))) < 7:
+            assert time.monotonic() < deadline, "the worker did not record 7 outcomes"
+            await asyncio.sleep(0.2)
     finally:
         worker.send_signal(signal.SIGTERM)
         _, err = worker.communicate(timeout=30)
@@ -134,6 +141,9 @@ async def test_fallback_answers_and_refused_input_are_recorded(
     assert by[("ls late", "fallback")] == (True, "deny")
     assert by[("ls late", "policy")] == (False, None)  # the worker's own, later verdict
     assert by[("rm -rf /", "policy")] == (True, "deny")
+    # nobody waited: the policy's verdict is kept, but the record says it was not enforced
+    assert by[("rm -rf / observed", "observed")] == (True, "deny")
+    assert by[("rm -rf / live", "observed")] == (True, "deny")
     [policy_note] = [
         o.errors for o in iter_outcomes(data) if o.event.tool_name and "spooled" in o.event.payload
     ]

@@ -138,11 +138,12 @@ async def test_hostile_events_neither_kill_nor_stall_the_worker(
         assert reply.error is not None and "nested deeper than the limit of 64" in reply.error
 
         def decided() -> set[str]:
-            return {o.event.id for o in iter_outcomes(data) if o.decided_by == "policy"}
+            # published without a reply subject: nobody waits, so `observed`
+            return {o.event.id for o in iter_outcomes(data) if o.decided_by == "observed"}
 
         await wait_for(lambda: set(good) <= decided())
         assert worker.poll() is None, worker.stderr.read().decode() if worker.stderr else ""
-        policy = {o.event.id: o for o in iter_outcomes(data) if o.decided_by == "policy"}
+        policy = {o.event.id: o for o in iter_outcomes(data) if o.decided_by == "observed"}
         denied = sum(1 for i in good if policy[i].decision == "deny")
         assert denied == 5
         # nothing left to redeliver: every hostile message was terminated, not left pending
@@ -176,7 +177,7 @@ async def test_hostile_events_neither_kill_nor_stall_the_worker(
     decided_by = dict(
         con.execute("SELECT decided_by, count(*) FROM outcomes GROUP BY 1").fetchall()
     )
-    assert decided_by == {"policy": 10, "rejected": len(hostile)}
+    assert decided_by == {"observed": 10, "rejected": len(hostile)}
     print(
         f"poison: {len(DEPTHS)} depths + {len(hostile) - len(DEPTHS)} other hostile messages, "
         f"worker alive, 10/10 later events decided ({denied} denied), "
