@@ -1,7 +1,8 @@
 """Who answers each hook of a replayed event: the log, this process, the sandbox, or nobody.
 
 Rules of this file:
-- One table, applied hook by hook (`Answers.answer`):
+- One table, applied hook by hook (`Answers.answer`, the answerer the replay job hands
+  `engine.run.Engine.drive`: the engine's driver, so replay has no loop of its own):
 
   =========================  ===============================================================
   hook                       answered by
@@ -39,12 +40,11 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine.effects import Executor, Invocation, RawResult
 from engine.executors.python import PythonExecutor
-from engine.run import MissingExecutor
+from engine.run import MissingExecutor, ensure_env_dir
 from engine.sources import Effective
 from engine.verdict import decode
 from replay.recorded import RecordedExecutor, identity_key
@@ -103,6 +103,9 @@ class Answers:
         self._executors: dict[str, Executor] = {}
         self._sandbox: SandboxExecutor | None = None
         self._warming: asyncio.Task[None] | None = None
+        self._sel: Selected | None = None  # the event being answered (`begin`)
+        self._how: How = []
+        self._rec: RecordedExecutor | None = None
 
     def executor(self, kind: str) -> Executor:
         """The executor of a hook type (created on first use)."""
@@ -163,14 +166,20 @@ class Answers:
                 await close()
         self._executors.clear()
 
-    def answer(
-        self, sel: Selected, inv: Invocation, rec: list[RecordedExecutor | None], how: How
-    ) -> RawResult | Coroutine[Any, Any, RawResult] | None:
-        """An answer now, a coroutine that answers, or None: not evaluated.
+    def begin(self, sel: Selected, how: How) -> None:
+        """Answer the hooks of this event next (the driver calls `answer` at once, inline)."""
+        self._sel = sel
+        self._how = how
+        self._rec = None
 
-        `rec` holds the event's RecordedExecutor, made on first need (it decodes the
-        stored runs, which events answered without the log never pay for).
+    def answer(self, inv: Invocation) -> RawResult | Coroutine[Any, Any, RawResult] | None:
+        """The answerer of `engine.run.Engine.drive`: an answer now, a coroutine that
+        answers, or None: not evaluated.
+
+        The event's RecordedExecutor is made on first need (it decodes the stored runs,
+        which events answered without the log never pay for).
         """
+        how = self._how
         kind = inv.identity.type
         hid = inv.hook_id or identity_key(inv.identity)
         if kind == "python":
@@ -179,10 +188,12 @@ class Answers:
             return quick if quick is not None else self.python.run(inv)
         llm = kind in _LLM_TYPES
         if self.policy.llm == "recorded" if llm else self.policy.reuse == "unchanged":
-            recorded = rec[0]
+            recorded = self._rec
             if recorded is None:
+                sel = self._sel
+                assert sel is not None, "Answers.begin first"
                 profile: Profile = "legacy" if sel.base.profile == "legacy" else "current"
-                recorded = rec[0] = RecordedExecutor(sel.runs(), profile=profile)
+                recorded = self._rec = RecordedExecutor(sel.runs(), profile=profile)
             found = recorded.answer(inv)
             if found is not None:
                 how.append((hid, "reused"))
@@ -201,11 +212,16 @@ class Answers:
             return None
         how.append((hid, "executed"))
         if self.policy.exec == "allow":
-            env_file = inv.env.get("CLAUDE_ENV_FILE")
-            if env_file:  # as `Engine.run_hooks` does before running hooks
-                Path(env_file).parent.mkdir(parents=True, exist_ok=True)
+            ensure_env_dir(inv)  # as `engine.run.Engine.answer` does
         ex = self.executor(kind)
         return ex.run(inv) if ex is self._sandbox else self._limited(ex.run(inv))
+
+    async def run(self, inv: Invocation) -> RawResult:
+        """The `Executor` protocol: `answer`, awaited; LookupError when not evaluated."""
+        got = self.answer(inv)
+        if got is None:
+            raise LookupError(f"replay policy: hook {inv.name} is not evaluated")
+        return got if isinstance(got, RawResult) else await got
 
     async def _limited(self, answer: Coroutine[Any, Any, RawResult]) -> RawResult:
         """Await `answer` in one of the ``concurrency`` slots."""

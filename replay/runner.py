@@ -1,15 +1,14 @@
 """Drive the engine's decision flow over selected history: one replay job.
 
 Rules of this file:
-- The decision is `engine.flow.decide`'s, the flow live workers run: this module calls
-  its two halves (`engine.plan.plan`, then `engine.flow.finish` with the hooks'
-  answers) directly, which saves a generator per event; it only answers the planned
-  hooks, through `replay.answers` (the policy table: the log, this process, the sandbox
-  or nobody), and compares the result.
+- The decision is made by `engine.run.Engine.drive`, the driver live workers, eval and
+  serve use: this module only passes the answerer of the policy (`replay.answers`: the
+  log, this process, the sandbox or nobody), and compares the result. The engine keeps
+  the session's ``once`` state as a worker does.
 - An event with a hook that is not evaluated gets no decision: it is counted apart and
   never compared.
-- The posture is the candidate settings' for the event when they set one, else the
-  recorded one (`Policy.posture` overrides both); the profile is the recorded one.
+- The posture and profile are `Engine.context`'s: `Policy.posture`, else the candidate
+  settings' for the event, else the recorded one; the profile is the recorded one.
 - Events whose hooks all answer inline are finished without the event loop; the others
   run as tasks: at most ``concurrency`` hooks at a time per job (`replay.answers`), and
   ``_QUEUE`` times as many events in flight, so that hooks keep running while the job
@@ -30,17 +29,16 @@ import gc
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from engine.effects import Executor, RawResult
-from engine.flow import Evaluation, finish
-from engine.plan import Plan, plan
+from engine.effects import Executor
+from engine.events import ALL_TYPES
+from engine.flow import Evaluation
 from engine.records import HookRun, encode_msgpack
-from engine.run import to_outcome
+from engine.run import Engine, NotEvaluated, to_outcome
 from engine.sources import Effective, load_sources
 from ingest.log import Segment
 from replay import request
 from replay.answers import Answers, How
 from replay.diff import ENGINE_HOOK, Change, attribute, compare, event_label, hook_meta
-from replay.recorded import RecordedExecutor
 from replay.request import JobResult, Request
 from replay.rowgate import RowGate
 from replay.select import BaseRecord, ChainPosition, Piece, Selected, select
@@ -59,16 +57,7 @@ _QUEUE = 64
 _TRIM_SLACK = 256
 
 
-class _NotEvaluated:
-    """An event one of whose hooks the policy does not let run."""
-
-    __slots__ = ("hooks",)
-
-    def __init__(self, hooks: list[str]) -> None:
-        self.hooks = hooks
-
-
-_Result = Evaluation | _NotEvaluated
+_Result = Evaluation | NotEvaluated
 
 
 class Job:
@@ -99,6 +88,16 @@ class Job:
         self.answers = Answers(
             req.policy, workdir=req.project_dir, executors=executors, concurrency=req.concurrency
         )
+        self._answer = self.answers.answer
+        # The driver of every entry point, one per settings (each keeps its own `once`
+        # state); the policy answers every hook (`replay.answers`), so the engine creates
+        # no executor of its own.
+        routed = dict.fromkeys((*ALL_TYPES, "python"), self.answers)
+        self._engines = {
+            id(s): Engine(routed, profile=None, posture=req.policy.posture, home=req.home)
+            for s in (self.cand, self.base)
+            if s is not None
+        }
         self.tally = Tally()
         self.result = JobResult(self.tally.summary)
         self._chains: dict[str, BaseRecord] = {}  # worker -> its last record read
@@ -126,60 +125,26 @@ class Job:
         posture, profile, quiet = ctx
         if quiet is not None:  # no hook for this event: the decision is always the same
             return quiet
-        # `engine.flow.decide`'s two halves, called directly (no generator per event).
-        event = ev.event
-        payload = sel.payload()
-        the_plan = plan(
-            event, payload, ev.payload.encode(), eff, profile=profile, home=self.req.home
+        self.answers.begin(sel, how)
+        engine = self._engines[id(eff)]
+        return engine.drive(
+            ev.event, sel.payload(), ev.payload.encode(), eff, posture, profile, self._answer
         )
-        invocations = the_plan.invocations
-        if not invocations:
-            return finish(event, payload, the_plan, (), posture=posture, profile=profile)
-        rec: list[RecordedExecutor | None] = [None]
-        answer = self.answers.answer
-        answers: list[Any] = [answer(sel, inv, rec, how) for inv in invocations]
-        inline = True
-        for a in answers:
-            if a is None:  # a hook the policy does not let run: no decision
-                for other in answers:
-                    if asyncio.iscoroutine(other):
-                        other.close()
-                return _NotEvaluated([hid for hid, h in how if h == "not_evaluated"])
-            if type(a) is not RawResult:
-                inline = False
-        if inline:
-            return finish(event, payload, the_plan, answers, posture=posture, profile=profile)
-        return self._finish(event, payload, the_plan, answers, posture, profile)
-
-    async def _finish(
-        self,
-        event: str,
-        payload: dict[str, Any],
-        the_plan: Plan,
-        answers: list[Any],
-        posture: Posture,
-        profile: Profile,
-    ) -> _Result:
-        pending = [i for i, a in enumerate(answers) if not isinstance(a, RawResult)]
-        if len(pending) == 1:  # the usual case: awaited here, without a task of its own
-            answers[pending[0]] = await answers[pending[0]]
-        else:
-            done = await asyncio.gather(*(answers[i] for i in pending))
-            for i, res in zip(pending, done, strict=True):
-                answers[i] = res
-        return finish(event, payload, the_plan, answers, posture=posture, profile=profile)
 
     def _context(
         self, eff: Effective, event: str, b: BaseRecord
     ) -> tuple[Posture, Profile, Evaluation | None]:
-        """Posture and profile for an event, and its decision when no hook can run for it."""
-        p = self.policy.posture or eff.posture.get(event) or eff.posture.get("*") or b.posture
-        posture: Posture = "enforcing" if p == "enforcing" else "compat"
-        profile: Profile = "legacy" if b.profile == "legacy" else "current"
+        """Posture and profile for an event (`Engine.context`, the rule of every entry
+        point), and its decision when no hook can run for it."""
+        engine = self._engines[id(eff)]
+        posture, profile = engine.context(
+            event, eff, recorded_posture=b.posture, recorded_profile=b.profile
+        )
         quiet = None
-        if not eff.has_hooks(event):
-            none = plan(event, _EMPTY, b"", eff, profile=profile)  # no hook: no invocation
-            quiet = finish(event, _EMPTY, none, (), posture=posture, profile=profile)
+        if not eff.has_hooks(event):  # no hook: no invocation, nothing answered
+            done = engine.drive(event, _EMPTY, b"", eff, posture, profile, self._answer)
+            assert isinstance(done, Evaluation)
+            quiet = done
         return posture, profile, quiet
 
     # ------------------------------------------------------------------ bookkeeping
@@ -198,7 +163,7 @@ class Job:
     ) -> None:
         """Compare one event's candidate decision with its baseline and count it."""
         ev = sel.base.event
-        if isinstance(cand, _NotEvaluated) or isinstance(base, _NotEvaluated):
+        if isinstance(cand, NotEvaluated) or isinstance(base, NotEvaluated):
             self._count_runs((), how)
             self.tally.not_evaluated()
             return
@@ -295,13 +260,13 @@ class Job:
                     return None
                 self._conclude(sel, ts_us, cand, None, change)
                 return None
-            if type(cand) is _NotEvaluated:
+            if type(cand) is NotEvaluated:
                 self.conclude(sel, ts_us, cand, None, how)
                 return None
             return self._conclude_later(sel, ts_us, cand, None, how)
         base = self._evaluate(sel, self.base, [])
-        if (type(cand) is Evaluation or type(cand) is _NotEvaluated) and (
-            type(base) is Evaluation or type(base) is _NotEvaluated
+        if (type(cand) is Evaluation or type(cand) is NotEvaluated) and (
+            type(base) is Evaluation or type(base) is NotEvaluated
         ):
             self.conclude(sel, ts_us, cand, base, how)
             return None
