@@ -1,8 +1,12 @@
-"""Express an aggregated Decision as what ONE Claude Code command hook would print.
+"""Express an aggregated Decision as ONE Claude Code hook: a command hook's output and an
+http hook's body, from one function (`express`).
 
-`hookaudit eval --format claude` uses this so that hookaudit can stand in a
-settings file as a single hook: Claude Code reads its stdout, stderr and exit code
-and reaches the decision hookaudit reached from many hooks.
+`hookaudit eval --format claude` and `hookaudit emit` print the command form, so that
+hookaudit can stand in a settings file as a single hook: Claude Code reads its stdout,
+stderr and exit code and reaches the decision hookaudit reached from many hooks.
+`hookaudit serve` answers with the http form of the same expression: what the command
+form says with exit code 2 or plain text, neither of which an http hook has, is said
+with the JSON that blocks the event (`blocking_object`).
 
 Rules of this file:
 - Pure: a Decision in, ``(stdout, stderr, exit_code)`` out.
@@ -24,6 +28,8 @@ Rules of this file:
   empty one).
 - Round trip: decoding the output as one command hook and aggregating gives back the
   same blocked, decision, reason, updated input, context and continue.
+- An Outcome becomes a Decision by `msgspec.convert` (`decision_of`), never field by
+  field: a field added to both cannot be forgotten on the way.
 
 Example:
     >>> from engine.aggregate import Decision
@@ -33,16 +39,37 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from engine.aggregate import Decision
-from engine.decode import Profile
 from engine.events import CATALOG
 from engine.hook_json import PERMISSION_DENIED
+from engine.records import Outcome, Profile
 
-__all__ = ["render_claude"]
+__all__ = [
+    "BLOCKED",
+    "Expression",
+    "blocking_object",
+    "decision_of",
+    "express",
+    "express_outcome",
+    "render_claude",
+]
+
+BLOCKED = "Blocked by hook"
+
+
+class Expression(NamedTuple):
+    """One decision as one hook: a command hook's (stdout, stderr, exit code), and the
+    body of an http hook's 200 answer (empty: no decision)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    body: bytes
+
 
 # Blocking on these is exit 2 (no JSON decision honoured, or none worth printing).
 _EXIT2_BLOCK = frozenset(
@@ -67,6 +94,23 @@ _CURRENT_ONLY = frozenset({"updatedToolOutput", "classifierContext"})
 _encode = msgspec.json.Encoder()
 
 
+def decision_of(outcome: Outcome) -> Decision:
+    """The Decision an Outcome records (`msgspec.convert`: the fields they share).
+
+    >>> from engine.records import new_event
+    >>> ev = new_event({"hook_event_name": "Stop", "session_id": "s"})
+    >>> decision_of(Outcome(event=ev, settings_id="x", blocked=True, reason="r")).reason
+    'r'
+    """
+    return msgspec.convert(outcome, Decision, from_attributes=True)
+
+
+def express_outcome(outcome: Outcome) -> Expression:
+    """`express` for the decision an Outcome records, with its profile."""
+    profile: Profile = "legacy" if outcome.profile == "legacy" else "current"
+    return express(outcome.event.event, decision_of(outcome), profile=profile)
+
+
 def render_claude(
     event: str, decision: Decision, *, profile: Profile = "current"
 ) -> tuple[str, str, int]:
@@ -79,18 +123,43 @@ def render_claude(
     >>> out, code
     ('{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no rm"}}', 0)
     """
+    out, err, code, _ = express(event, decision, profile=profile)
+    return out, err, code
+
+
+def express(event: str, decision: Decision, *, profile: Profile = "current") -> Expression:
+    """`decision` as one command hook's output and as one http hook's body.
+
+    >>> from engine.aggregate import Decision
+    >>> express("Stop", Decision(blocked=True, reason="tests fail"))
+    Expression(stdout='{"decision":"block","reason":"tests fail"}', stderr='', exit_code=0, body=b'{"decision":"block","reason":"tests fail"}')
+    >>> express("TeammateIdle", Decision(blocked=True, reason="go on")).body
+    b'{"continue":false,"stopReason":"go on"}'
+    """
     es = CATALOG.get(event)
     notes = "\n".join(decision.errors)
     if es is None:
-        return "", notes, 0
+        return Expression("", notes, 0, b"")
     if event == "WorktreeCreate":
-        if decision.blocked:
-            return "", decision.reason or "WorktreeCreate failed", 1
+        if decision.blocked:  # an http hook fails creation by giving no path
+            return Expression("", decision.reason or "WorktreeCreate failed", 1, b"")
         path = decision.specific.get("worktreePath")
-        return (f"{path}\n" if isinstance(path, str) else ""), notes, 0
+        if not isinstance(path, str):
+            return Expression("", notes, 0, b"")
+        lines = [ln.strip() for ln in path.splitlines() if ln.strip()]
+        body = b""
+        if lines:
+            where = {"hookEventName": event, "worktreePath": lines[-1]}
+            body = _encode.encode({"hookSpecificOutput": where})
+        return Expression(f"{path}\n", notes, 0, body)
     if profile == "legacy" and event == "PreCompact":
         text = decision.specific.get("customInstructions")
-        return (text if isinstance(text, str) else ""), notes, 0
+        text = text if isinstance(text, str) else ""
+        body = b""
+        if text.strip() and es.plain_stdout_context:
+            ctx = {"hookEventName": event, "additionalContext": text.strip()}
+            body = _encode.encode({"hookSpecificOutput": ctx})
+        return Expression(text, notes, 0, body)
 
     top: dict[str, Any] = {}
     hso: dict[str, Any] = {"hookEventName": event}
@@ -116,17 +185,94 @@ def render_claude(
     elif event == "PermissionRequest":
         _permission_request(decision, hso)
     elif decision.blocked and event in _EXIT2_BLOCK:
-        reason = decision.reason or "Blocked by hook"
+        reason = decision.reason or BLOCKED
         if profile == "legacy":
-            return "", reason, 2
+            return Expression("", reason, 2, _exit2_body(event, None, reason, profile))
         if event in _HSO_IGNORED_ON_EXIT2:
             hso = {"hookEventName": event}
-        return _json(top, hso), reason, 2
+        obj = _object(top, hso)
+        return Expression(_text(obj), reason, 2, _exit2_body(event, obj, reason, profile))
     elif decision.blocked and es.top_decision:
         top["decision"] = "block"
         if decision.reason is not None:
             top["reason"] = decision.reason
-    return _json(top, hso), notes, 0
+    obj = _object(top, hso)
+    text = _text(obj)
+    return Expression(text, notes, 0, text.encode())
+
+
+def blocking_object(event: str, reason: str, profile: str = "current") -> dict[str, Any] | None:
+    """The JSON with which an http hook blocks `event`, or None when it cannot block it.
+
+    >>> blocking_object("UserPromptSubmit", "no secrets")
+    {'decision': 'block', 'reason': 'no secrets'}
+    >>> blocking_object("Notification", "x") is None
+    True
+    """
+    if event == "PreToolUse":
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }
+    if event == "PermissionRequest":
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "decision": {"behavior": "deny", "message": reason},
+            }
+        }
+    es = CATALOG.get(event)
+    if es is None or es.informational or es.exit2_for(profile) not in ("block", "feedback", "fail"):
+        return None
+    if event in ("Elicitation", "ElicitationResult"):
+        return {"hookSpecificOutput": {"hookEventName": event, "action": "decline"}}
+    if es.top_decision:
+        return {"decision": "block", "reason": reason}
+    return {"continue": False, "stopReason": reason}
+
+
+def _blocks(obj: dict[str, Any]) -> bool:
+    """True when the object already makes a blocking decision of its own."""
+    hso = obj.get("hookSpecificOutput")
+    hso = hso if isinstance(hso, dict) else {}
+    decision = hso.get("decision")
+    return (
+        obj.get("decision") == "block"
+        or obj.get("continue") is False
+        or hso.get("permissionDecision") == "deny"
+        or (isinstance(decision, dict) and decision.get("behavior") == "deny")
+        or hso.get("action") in ("decline", "cancel")
+    )
+
+
+def _exit2_body(event: str, obj: dict[str, Any] | None, reason: str, profile: str) -> bytes:
+    """The http body saying what (stdout `obj`, exit 2, stderr `reason`) says."""
+    es = CATALOG.get(event)
+    effect = es.exit2_for(profile) if es is not None else "ignored"
+    reason = reason.strip() or BLOCKED
+    if es is None or es.informational or effect == "ignored":
+        return _encode.encode(obj) if obj else b""
+    out = dict(obj or {})
+    if effect == "user":  # exit 2 only shows stderr to the user: systemMessage does that
+        out.setdefault("systemMessage", reason)
+        return _encode.encode(out)
+    block = blocking_object(event, reason, profile)
+    if block is None or _blocks(out):
+        return _encode.encode(out) if out else b""
+    if out.get("decision") == "approve":
+        del out["decision"]
+    hso = out.get("hookSpecificOutput")
+    for key, value in block.items():
+        if key == "hookSpecificOutput" and isinstance(hso, dict):
+            merged = {**hso, **value}
+            merged.pop("updatedInput", None)  # exit 2 wins over allow; nothing to rewrite
+            out[key] = merged
+        else:
+            out[key] = value
+    return _encode.encode(out)
 
 
 def _pretool(decision: Decision, hso: dict[str, Any], profile: Profile) -> None:
@@ -164,8 +310,12 @@ def _permission_request(decision: Decision, hso: dict[str, Any]) -> None:
     hso["decision"] = obj
 
 
-def _json(top: dict[str, Any], hso: dict[str, Any]) -> str:
+def _object(top: dict[str, Any], hso: dict[str, Any]) -> dict[str, Any]:
     obj = dict(top)
     if len(hso) > 1:
         obj["hookSpecificOutput"] = hso
+    return obj
+
+
+def _text(obj: dict[str, Any]) -> str:
     return _encode.encode(obj).decode() if obj else ""

@@ -48,7 +48,7 @@ from engine.hook_json import (
     read_text,
     short,
 )
-from engine.records import HookIdentity, HookRun
+from engine.records import HookIdentity, HookRun, Posture
 
 __all__ = [
     "STRING_CAP",
@@ -61,7 +61,6 @@ __all__ = [
     "to_hook_run",
 ]
 
-Posture = Literal["compat", "enforcing"]
 VerdictOutcome = Literal["allow", "deny", "error", "noop"]
 
 _NO_STDERR = "No stderr output"

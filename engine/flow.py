@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Collection, Generator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -28,14 +28,11 @@ from engine import match
 from engine.decode import _NOOP
 from engine.effects import RawResult, RunHooks
 from engine.plan import Plan, plan
-from engine.records import HookRun
+from engine.records import HookRun, Posture, Profile
 from engine.sources import Effective
 from engine.verdict import Decision, HookVerdict, aggregate, decode, to_hook_run
 
 __all__ = ["Evaluation", "Flow", "decide", "finish"]
-
-Posture = Literal["compat", "enforcing"]
-Profile = Literal["current", "legacy"]
 
 
 class Evaluation(msgspec.Struct, frozen=True, gc=False):

@@ -27,12 +27,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from engine.effects import Invocation
 from engine.events import EventSpec
+from engine.records import Profile
 
 __all__ = [
     "BLOCKED_BY_HOOK",
@@ -55,7 +56,6 @@ __all__ = [
     "short",
 ]
 
-Profile = Literal["current", "legacy"]
 
 STRING_CAP = 10_000
 BLOCKED_BY_HOOK = "Blocked by hook"

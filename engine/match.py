@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engine import shellwords
+from engine.records import Profile
 
 __all__ = [
     "IF_EVENTS_CURRENT",
@@ -58,7 +59,6 @@ __all__ = [
     "regex_error",
 ]
 
-Profile = Literal["current", "legacy"]
 Dialect = Literal["claude", "agent-core"]
 
 MAX_MATCHER = 1024

@@ -20,14 +20,14 @@ import hashlib
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from engine import match
 from engine.effects import Invocation
 from engine.events import CATALOG, match_query
-from engine.records import HookIdentity
+from engine.records import HookIdentity, Profile
 from engine.settings import (
     AgentHook,
     CommandHook,
@@ -41,7 +41,6 @@ from engine.sources import Effective, Entry
 
 __all__ = ["Plan", "Skipped", "default_timeout", "identity_of", "plan"]
 
-Profile = Literal["current", "legacy"]
 
 _SESSION_ID_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _ENV_FILE_EVENTS = frozenset({"SessionStart", "Setup", "CwdChanged", "FileChanged"})

@@ -35,6 +35,8 @@ __all__ = [
     "HookIdentity",
     "HookRun",
     "Outcome",
+    "Posture",
+    "Profile",
     "Rejection",
     "RunOutcome",
     "canonical_bytes",
@@ -53,6 +55,10 @@ __all__ = [
 ENGINE_VERSION = "0.1.0"
 
 RunOutcome = Literal["allow", "deny", "error", "noop"]
+# How hook answers are read (Claude Code's current rules, or the legacy ones), and whether a
+# failure denies (enforcing) or lets the action proceed (compat): defined here, once.
+Profile = Literal["current", "legacy"]
+Posture = Literal["compat", "enforcing"]
 #: Who decided what the agent was told: the engine (`policy`), the emitter or gateway on
 #: its own (`fallback`: timeout, NATS down, fail open/closed), or nobody because the input
 #: was refused (`rejected`); `observed`: the engine decided but nobody waited for it

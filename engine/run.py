@@ -35,7 +35,7 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from engine.effects import Executor, Invocation, RawResult
 from engine.events import ALL_TYPES
@@ -43,7 +43,7 @@ from engine.executors.python import PythonExecutor
 from engine.flow import Evaluation, finish
 from engine.payload import parse_payload
 from engine.plan import Plan, plan
-from engine.records import ENGINE_VERSION, HookEvent, Outcome
+from engine.records import ENGINE_VERSION, HookEvent, Outcome, Posture, Profile
 from engine.settings import PythonHook
 from engine.sources import Effective
 
@@ -58,8 +58,6 @@ __all__ = [
     "to_outcome",
 ]
 
-Posture = Literal["compat", "enforcing"]
-Profile = Literal["current", "legacy"]
 # A hook's answer: now, later, or None (it may not run here: the event gets no decision).
 Answer = RawResult | Awaitable[RawResult] | None
 Answerer = Callable[[Invocation], Answer]

@@ -238,23 +238,10 @@ def _eval(
     elif fmt == "table":
         _print_table(outcome)
     else:
-        from engine.claude_output import render_claude
+        from engine.claude_output import express_outcome
         from engine.failclosed import exit_now
-        from engine.verdict import Decision
 
-        d = Decision(
-            blocked=outcome.blocked,
-            decision=outcome.decision,
-            reason=outcome.reason,
-            updated_input=outcome.updated_input,
-            additional_context=list(outcome.additional_context),
-            system_messages=list(outcome.system_messages),
-            continue_=outcome.continue_,
-            stop_reason=outcome.stop_reason,
-            specific=dict(outcome.specific),
-            errors=list(outcome.errors),
-        )
-        out, err, code = render_claude(outcome.event.event, d, profile=profile)  # type: ignore[arg-type]
+        out, err, code, _ = express_outcome(outcome)
         exit_now(out, err, code)  # no interpreter teardown after the answer
 
 

@@ -14,9 +14,10 @@ Rules of this file:
   instead whenever the event can be told (the URL's /hooks/<Event>, else the body's
   ``hook_event_name``): hostile input must not fail open. ``fail`` covers the decision
   path too (NATS down, timeout, overload, worker error).
-- The body is the JSON one Claude Code hook returns for the worker's decision:
-  ``render_claude``'s stdout, translated by `http_answer` where a command hook would have
-  used exit code 2 or plain text, neither of which an http hook has.
+- The body is the JSON one Claude Code hook returns for the worker's decision: the http
+  form of `engine.claude_output.express`, the function that also gives `hookaudit emit`
+  and `eval --format claude` their command-hook output (where a command hook says it with
+  exit code 2 or plain text, neither of which an http hook has, the JSON that blocks).
 - Header values never reach a subject, a log line or a response verbatim: they are
   decoded, stripped of control characters and capped (`clean_header`).
 
@@ -30,7 +31,8 @@ and TaskCompleted block on exit 2 by *keeping the teammate working*; an http hoo
 such form, so a block there is sent as ``continue: false`` and stops the teammate.
 
 Example:
-    >>> http_answer("Stop", "", "tests are failing", 2)
+    >>> render(Outcome(event=new_event({"hook_event_name": "Stop", "session_id": "s"}),
+    ...     settings_id="x", blocked=True, reason="tests are failing"))
     b'{"decision":"block","reason":"tests are failing"}'
     >>> failure_answer("PreToolUse", "open", "timed out")
     b''
@@ -55,9 +57,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from engine.aggregate import Decision
-from engine.claude_output import render_claude
-from engine.decode import Profile
+from engine.claude_output import blocking_object, express_outcome
 from engine.errors import InvalidEvent, Unavailable
 from engine.events import CATALOG
 from engine.payload import parse_payload
@@ -77,7 +77,6 @@ __all__ = [
     "check_listen",
     "clean_header",
     "failure_answer",
-    "http_answer",
     "parse_listen",
     "render",
 ]
@@ -89,128 +88,11 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-BLOCKED = "Blocked by hook"
 HEADER_CAP = 256
 _reply_decoder = msgspec.msgpack.Decoder(Reply)
-_json_decoder = msgspec.json.Decoder()
 _json_encoder = msgspec.json.Encoder()
 
 # -- the answer an http hook gives (pure) -------------------------------------------
-
-
-def blocking_object(event: str, reason: str, profile: str = "current") -> dict[str, Any] | None:
-    """The JSON with which an http hook blocks `event`, or None when it cannot block it.
-
-    >>> blocking_object("UserPromptSubmit", "no secrets")
-    {'decision': 'block', 'reason': 'no secrets'}
-    >>> blocking_object("Notification", "x") is None
-    True
-    """
-    if event == "PreToolUse":
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": event,
-                "permissionDecision": "deny",
-                "permissionDecisionReason": reason,
-            }
-        }
-    if event == "PermissionRequest":
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": event,
-                "decision": {"behavior": "deny", "message": reason},
-            }
-        }
-    es = CATALOG.get(event)
-    if es is None or es.informational or es.exit2_for(profile) not in ("block", "feedback", "fail"):
-        return None
-    if event in ("Elicitation", "ElicitationResult"):
-        return {"hookSpecificOutput": {"hookEventName": event, "action": "decline"}}
-    if es.top_decision:
-        return {"decision": "block", "reason": reason}
-    return {"continue": False, "stopReason": reason}
-
-
-def _blocks(obj: dict[str, Any]) -> bool:
-    """True when the object already makes a blocking decision of its own."""
-    hso = obj.get("hookSpecificOutput")
-    hso = hso if isinstance(hso, dict) else {}
-    decision = hso.get("decision")
-    return (
-        obj.get("decision") == "block"
-        or obj.get("continue") is False
-        or hso.get("permissionDecision") == "deny"
-        or (isinstance(decision, dict) and decision.get("behavior") == "deny")
-        or hso.get("action") in ("decline", "cancel")
-    )
-
-
-def _exit2(
-    event: str, obj: dict[str, Any] | None, reason: str, profile: str
-) -> dict[str, Any] | None:
-    es = CATALOG.get(event)
-    effect = es.exit2_for(profile) if es is not None else "ignored"
-    if es is None or es.informational or effect == "ignored":
-        return obj
-    out = dict(obj or {})
-    if effect == "user":  # exit 2 only shows stderr to the user: systemMessage does that
-        out.setdefault("systemMessage", reason)
-        return out
-    block = blocking_object(event, reason, profile)
-    if block is None or _blocks(out):
-        return out
-    if out.get("decision") == "approve":
-        del out["decision"]
-    hso = out.get("hookSpecificOutput")
-    for key, value in block.items():
-        if key == "hookSpecificOutput" and isinstance(hso, dict):
-            merged = {**hso, **value}
-            merged.pop("updatedInput", None)  # exit 2 wins over allow; nothing to rewrite
-            out[key] = merged
-        else:
-            out[key] = value
-    return out
-
-
-def _from_plain(event: str, text: str) -> dict[str, Any] | None:
-    """What plain stdout of a command hook means, as JSON (an http hook must answer JSON)."""
-    es = CATALOG.get(event)
-    if event == "WorktreeCreate":
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        return {"hookSpecificOutput": {"hookEventName": event, "worktreePath": lines[-1]}}
-    if es is not None and es.plain_stdout_context:
-        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
-    return None  # elsewhere plain stdout only reaches Claude Code's debug log
-
-
-def http_answer(
-    event: str, stdout: str, stderr: str, exit_code: int, profile: str = "current"
-) -> bytes:
-    """The http hook body that says what a command hook says with (stdout, stderr, exit code).
-
-    >>> http_answer("PreToolUse", '{"hookSpecificOutput": {"hookEventName": "PreToolUse", '
-    ...             '"permissionDecision": "allow"}}', "", 0)[:22]
-    b'{"hookSpecificOutput":'
-    >>> http_answer("Notification", "", "", 0)
-    b''
-    """
-    text = stdout.strip()
-    obj: dict[str, Any] | None = None
-    verbatim = False
-    if text.startswith("{"):
-        with contextlib.suppress(msgspec.DecodeError):
-            parsed = _json_decoder.decode(text)
-            if isinstance(parsed, dict):
-                obj, verbatim = parsed, True
-    if obj is None and text:
-        obj = _from_plain(event, text)
-    if exit_code == 2:
-        before = obj
-        obj = _exit2(event, obj, stderr.strip() or BLOCKED, profile)
-        verbatim = verbatim and obj is before
-    if obj is None:
-        return b""
-    return text.encode() if verbatim else _json_encoder.encode(obj)
 
 
 def failure_answer(event: str, fail: Fail, why: str, profile: str = "current") -> bytes:
@@ -226,22 +108,8 @@ def failure_answer(event: str, fail: Fail, why: str, profile: str = "current") -
 
 
 def render(outcome: Outcome) -> bytes:
-    """The http hook body for a worker's Outcome (via `render_claude`, then `http_answer`)."""
-    d = Decision(
-        blocked=outcome.blocked,
-        decision=outcome.decision,
-        reason=outcome.reason,
-        updated_input=outcome.updated_input,
-        additional_context=list(outcome.additional_context),
-        system_messages=list(outcome.system_messages),
-        continue_=outcome.continue_,
-        stop_reason=outcome.stop_reason,
-        specific=dict(outcome.specific),
-        errors=list(outcome.errors),
-    )
-    profile: Profile = "legacy" if outcome.profile == "legacy" else "current"
-    out, err, code = render_claude(outcome.event.event, d, profile=profile)
-    return http_answer(outcome.event.event, out, err, code, profile)
+    """The http hook body for a worker's Outcome: the http form of `express_outcome`."""
+    return express_outcome(outcome).body
 
 
 def clean_header(value: bytes | None) -> str | None:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from engine.effects import Executor, Invocation, RawResult
 from engine.executors.python import PythonExecutor
+from engine.records import Posture, Profile
 from engine.run import MissingExecutor, ensure_env_dir
 from engine.sources import Effective
 from engine.verdict import decode
@@ -55,8 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Answers", "How", "Policy"]
 
-Posture = Literal["compat", "enforcing"]
-Profile = Literal["current", "legacy"]
 How = list[tuple[str, str]]  # (hook_id, "reused" | "executed" | "not_evaluated")
 _LLM_TYPES = frozenset({"prompt", "agent"})
 _EXEC_TYPES = frozenset({"command", "http"})

@@ -29,17 +29,15 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import msgspec
 
 from engine.decode import decode
 from engine.effects import Invocation, RawResult
-from engine.records import HookIdentity, HookRun
+from engine.records import HookIdentity, HookRun, Profile
 
 __all__ = ["RecordedExecutor", "identity_key", "to_raw"]
 
-Profile = Literal["current", "legacy"]
 
 # HookIdentity.key() hashes the identity; plans reuse identity objects, so memoise by id().
 _KEYS: dict[int, tuple[HookIdentity, str]] = {}

@@ -27,12 +27,12 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from engine.effects import Executor
 from engine.events import ALL_TYPES
 from engine.flow import Evaluation
-from engine.records import HookRun, encode_msgpack
+from engine.records import HookRun, Posture, Profile, encode_msgpack
 from engine.run import Engine, NotEvaluated, to_outcome
 from engine.sources import Effective, load_sources
 from ingest.log import Segment
@@ -46,8 +46,6 @@ from replay.tally import HOUR_US, Row, Tally
 
 __all__ = ["Job"]
 
-Posture = Literal["compat", "enforcing"]
-Profile = Literal["current", "legacy"]
 _EMPTY: dict[str, Any] = {}
 # Events in flight per hook slot: enough queued hooks to keep the slots busy while the
 # job reads a segment without yielding (decompressing a sealed row group, scanning an

@@ -25,8 +25,17 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from engine.aggregate import Decision
+from engine.claude_output import decision_of, express, render_claude
 from engine.events import CATALOG
-from engine.records import HookEvent, Outcome, decode_event_msgpack, encode_msgpack
+from engine.records import (
+    HookEvent,
+    Outcome,
+    Profile,
+    decode_event_msgpack,
+    encode_msgpack,
+    new_event,
+)
 from ingest.nats import ConnectOptions, Names, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
 from ingest.serve import (
@@ -36,8 +45,8 @@ from ingest.serve import (
     check_listen,
     clean_header,
     failure_answer,
-    http_answer,
     parse_listen,
+    render,
 )
 
 if TYPE_CHECKING:
@@ -571,57 +580,122 @@ def test_clean_header() -> None:
 # -- the http answer (pure) ------------------------------------------------------------
 
 
-def test_http_answer_translations() -> None:
-    allow = '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}'
-    assert http_answer("PreToolUse", allow + "\n", "", 0) == allow.encode()  # verbatim
-    assert http_answer("Notification", "", "debug note", 0) == b""
-    assert http_answer("Notification", "plain text", "", 0) == b""  # debug log only
-    assert json.loads(http_answer("UserPromptSubmit", "use pnpm\n", "", 0)) == {
+def _translate(event: str, stdout: str, stderr: str, exit_code: int, profile: str) -> bytes:
+    """The oracle: what a command hook's (stdout, stderr, exit code) says, as an http body
+    (serve's translation before `express` gave both forms from one function)."""
+    text = stdout.strip()
+    obj: dict[str, Any] | None = None
+    verbatim = False
+    if text.startswith("{"):
+        parsed = json.loads(text)
+        if isinstance(parsed, dict):
+            obj, verbatim = parsed, True
+    es = CATALOG.get(event)
+    if obj is None and text:
+        if event == "WorktreeCreate":
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            obj = {"hookSpecificOutput": {"hookEventName": event, "worktreePath": lines[-1]}}
+        elif es is not None and es.plain_stdout_context:
+            obj = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+    if exit_code == 2:
+        reason = stderr.strip() or "Blocked by hook"
+        effect = es.exit2_for(profile) if es is not None else "ignored"
+        if es is not None and not es.informational and effect != "ignored":
+            out = dict(obj or {})
+            if effect == "user":
+                out.setdefault("systemMessage", reason)
+            else:
+                block = blocking_object(event, reason, profile)
+                hso = out.get("hookSpecificOutput")
+                hso = hso if isinstance(hso, dict) else {}
+                blocks = (
+                    out.get("decision") == "block" or out.get("continue") is False
+                    or hso.get("permissionDecision") == "deny"
+                    or (hso.get("decision") or {}).get("behavior") == "deny"
+                    or hso.get("action") in ("decline", "cancel")
+                )  # fmt: skip
+                if block is not None and not blocks:
+                    if out.get("decision") == "approve":
+                        del out["decision"]
+                    for key, value in block.items():
+                        if key == "hookSpecificOutput" and "hookSpecificOutput" in out:
+                            merged = {**out[key], **value}
+                            merged.pop("updatedInput", None)
+                            out[key] = merged
+                        else:
+                            out[key] = value
+            verbatim = verbatim and out == obj
+            obj = out
+    if not obj:
+        return b""
+    return text.encode() if verbatim else json.dumps(obj, separators=(",", ":")).encode()
+
+
+DECISIONS = [
+    Decision(),
+    Decision(blocked=True, decision="deny", reason="no"),
+    Decision(blocked=True),
+    Decision(decision="allow", reason="fine", updated_input={"command": "ls -l"}),
+    Decision(decision="ask", reason="a human"),
+    Decision(decision="defer"),
+    Decision(additional_context=["use pnpm", "and tests"]),
+    Decision(system_messages=["careful"], errors=["hook x failed"]),
+    Decision(continue_=False, stop_reason="stop now"),
+    Decision(specific={"worktreePath": "/w/a\n/w/tree"}),
+    Decision(specific={"customInstructions": "keep the API notes"}),
+    Decision(specific={"action": "accept", "content": {"k": 1}}),
+    Decision(blocked=True, reason="keep going", additional_context=["ctx"]),
+]
+
+
+@pytest.mark.parametrize("profile", ["current", "legacy"])
+def test_http_body_says_what_the_command_output_says(profile: Profile) -> None:
+    """One function gives both forms; the http one is what the command one means."""
+    for event in [*CATALOG, "NotAnEvent"]:
+        for d in DECISIONS:
+            form = express(event, d, profile=profile)
+            assert form[:3] == render_claude(event, d, profile=profile)
+            want = _translate(event, form.stdout, form.stderr, form.exit_code, profile)
+            got = form.body
+            assert (json.loads(got) if got else None) == (json.loads(want) if want else None), (
+                event, d,
+            )  # fmt: skip
+
+
+def test_http_body_examples() -> None:
+    def body(event: str, profile: Profile = "current", **kw: Any) -> Any:
+        got = express(event, Decision(**kw), profile=profile).body
+        return json.loads(got) if got else None
+
+    assert body("PreToolUse", decision="allow") == {
+        "hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}
+    }
+    assert body("Notification", errors=["debug note"]) is None
+    assert body("UserPromptSubmit", additional_context=["use pnpm"]) == {
         "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "use pnpm"}
     }
-    assert json.loads(http_answer("WorktreeCreate", "/w/a\n/w/tree\n", "", 0)) == {
+    assert body("WorktreeCreate", specific={"worktreePath": "/w/tree"}) == {
         "hookSpecificOutput": {"hookEventName": "WorktreeCreate", "worktreePath": "/w/tree"}
     }
-    assert http_answer("WorktreeCreate", "", "no", 1) == b""  # no path: creation fails
-    # exit 2, per event
-    assert json.loads(http_answer("TeammateIdle", "", "keep going", 2)) == {
+    assert body("WorktreeCreate", blocked=True, reason="no") is None  # no path: creation fails
+    assert body("TeammateIdle", blocked=True, reason="keep going") == {
         "continue": False,
         "stopReason": "keep going",
     }
-    assert json.loads(http_answer("Elicitation", '{"systemMessage":"m"}', "no", 2)) == {
-        "systemMessage": "m",
-        "hookSpecificOutput": {"hookEventName": "Elicitation", "action": "decline"},
-    }
-    assert json.loads(http_answer("PreCompact", "", "", 2)) == {
-        "decision": "block",
-        "reason": "Blocked by hook",
-    }
-    assert json.loads(http_answer("TeammateIdle", "", "x", 2, "legacy")) == {
+    assert body("TeammateIdle", "legacy", blocked=True, reason="x") == {
         "continue": False,
         "stopReason": "x",
     }
-    assert json.loads(http_answer("PostCompact", "", "look", 2)) == {"systemMessage": "look"}
-    assert http_answer("StopFailure", "", "x", 2) == b""
-    # exit 2 beats an allow in the JSON; the rewrite goes with the allow
-    out = json.loads(
-        http_answer(
-            "PreToolUse",
-            '{"hookSpecificOutput":{"hookEventName":'
-            '"PreToolUse","permissionDecision":"allow","updatedInput":{}}}',
-            "no",
-            2,
-        )
-    )
-    assert out == {
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "deny",
-            "permissionDecisionReason": "no",
-        }
+    assert body("Elicitation", blocked=True, reason="no", system_messages=["m"]) == {
+        "systemMessage": "m",
+        "hookSpecificOutput": {"hookEventName": "Elicitation", "action": "decline"},
     }
-    # a JSON that already blocks keeps its own reason
-    own = '{"decision":"block","reason":"own"}'
-    assert http_answer("Stop", own, "stderr", 2) == own.encode()
+    assert body("PreCompact", blocked=True) == {"decision": "block", "reason": "Blocked by hook"}
+    assert body("Stop", blocked=True, reason="own") == {"decision": "block", "reason": "own"}
+    ev = new_event({"hook_event_name": "Stop", "session_id": "s"})
+    out = Outcome(event=ev, settings_id="x", blocked=True, reason="r", profile="legacy")
+    assert decision_of(out) == Decision(blocked=True, reason="r")
+    assert render(out) == b'{"decision":"block","reason":"r"}'
 
 
 def test_which_events_an_http_hook_cannot_block() -> None:

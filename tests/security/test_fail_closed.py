@@ -40,7 +40,7 @@ FAULTS = {
     "m.Engine.aclose = boom\n",
     "the renderer raises": "import engine.claude_output as m\n"
     "def boom(*a, **k): raise RuntimeError('injected fault')\n"
-    "m.render_claude = boom\n",
+    "m.express = boom\n",  # render_claude and express_outcome go through it
     "recursion in the engine": "import engine.run as m\n"
     "def boom(*a, **k): return boom(*a, **k)\n"
     "m.Engine.start = boom\n",
