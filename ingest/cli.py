@@ -380,11 +380,12 @@ def verify_cmd(data_dir: Path | None, fmt: str) -> None:
 
 @click.group("log")
 def log_group() -> None:
-    """The append-only log.
+    """The append-only log: seal, ship to object storage, prune shipped copies.
 
     \b
     Example:
-      hookaudit log seal --data-dir ./data
+      hookaudit log seal --data-dir ./data --worker myhost-1
+      hookaudit log ship --data-dir ./data --to s3://audit/hookaudit
     """
 
 
@@ -430,10 +431,13 @@ def log_seal(data_dir: Path | None, worker_name: str) -> None:
 def _add_key_commands() -> None:
     from ingest.cli_natskeys import creds_cmd, keys_cmd
     from ingest.cli_provision import provision_cmd
+    from ingest.cli_ship import prune_cmd, ship_cmd
 
     nats_group.add_command(keys_cmd)
     nats_group.add_command(creds_cmd)
     nats_group.add_command(provision_cmd)
+    log_group.add_command(ship_cmd)
+    log_group.add_command(prune_cmd)
 
 
 _add_key_commands()

@@ -65,11 +65,12 @@ from ingest.log import (
     OnCorrupt,
     Segment,
     active_data,
-    runs_path,
     sealed_copy,
     segments,
     sql_copy,
 )
+from ingest.log.layout import runs_location
+from ingest.log.objstore import arrow_input, duckdb_filesystem, stat
 from queries.catalog import NamedQuery, QueryError, bind_params
 from queries.columns import (
     BASE_COLUMNS,
@@ -111,7 +112,7 @@ def _lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _paths(files: Sequence[Path]) -> str:
+def _paths(files: Sequence[Path | str]) -> str:
     return "[" + ", ".join(_lit(str(f)) for f in files) + "]"
 
 
@@ -295,9 +296,10 @@ def _active_runs(lines: Any, outcomes: Any) -> Any:
 # ----------------------------------------------------------------------------- sealed segments
 
 
-def _runs_file(seg: Segment) -> Path:
-    """The runs side file of a sealed segment (absent for segments sealed before it existed)."""
-    return runs_path(seg)
+def _runs_file(seg: Segment) -> str:
+    """The runs side file of a sealed segment (absent for segments sealed before it existed):
+    a local path, or the object of a shipped segment pruned here."""
+    return runs_location(seg)
 
 
 @dataclass
@@ -307,7 +309,7 @@ class _Sealed:
     seg: Segment
     extras: frozenset[str]
     null_ids: int
-    runs: Path | None
+    runs: str | None  # location
     oldest: int  # min ts (epoch us) in the file, from its statistics
     newest: int  # max ts; 0 when the statistics are missing (the file may hold any ts)
     size: int
@@ -318,7 +320,7 @@ class _Sealed:
 def _inspect_sealed(seg: Segment, problems: _Problems) -> _Sealed | None:
     """Check a sealed file's schema from its footer; None (reported) when it cannot be used."""
     try:
-        meta = pq.read_metadata(seg.path)
+        meta = pq.read_metadata(arrow_input(seg.location))
         schema = meta.schema.to_arrow_schema()
     except (OSError, ValueError, pa.ArrowException) as exc:
         problems(str(seg.path), 0, f"cannot read sealed segment: {exc}")
@@ -352,24 +354,22 @@ def _inspect_sealed(seg: Segment, problems: _Problems) -> _Sealed | None:
         else:
             known = False
     runs = _runs_file(seg)
-    if runs.exists():
+    if stat(runs) is not None:
         try:
-            rtypes = {f.name: f.type for f in pq.read_schema(runs)}
+            rtypes = {f.name: f.type for f in pq.read_schema(arrow_input(runs))}
         except (OSError, ValueError, pa.ArrowException) as exc:
             _logger.warning("%s: unreadable runs file, derived from records: %s", runs, exc)
             rtypes = {}
         if any(rtypes.get(n) != t for n, t in RUN_TYPES.items()):
-            runs_file: Path | None = None
+            runs_file: str | None = None
         else:
             runs_file = runs
     else:
         runs_file = None
-    st = seg.path.stat()
+    size, mtime_ns = stat(seg.location) or (0, 0)
     if not known or meta.num_rows == 0:
         oldest, newest = 0, 0
-    return _Sealed(
-        seg, extras, null_ids, runs_file, oldest, newest, st.st_size, st.st_mtime_ns, replays
-    )
+    return _Sealed(seg, extras, null_ids, runs_file, oldest, newest, size, mtime_ns, replays)
 
 
 def _us(when: datetime) -> int:
@@ -382,7 +382,7 @@ def _outcome_scan(files: Sequence[_Sealed], extras: frozenset[str], where: str) 
     for name, _, _, derive in SEALED_EXTRA_COLUMNS:
         cols.append(_q(name) if name in extras else f"{derive} AS {_q(name)}")
     cols.append("record")
-    src = f"read_parquet({_paths([f.seg.path for f in files])}, binary_as_string = true)"
+    src = f"read_parquet({_paths([f.seg.location for f in files])}, binary_as_string = true)"
     return f"SELECT {', '.join(cols)} FROM {src}{where}"
 
 
@@ -398,7 +398,7 @@ def _runs_from_list(src: str, runs: str, where: str) -> str:
 
 
 def _derived_runs_scan(files: Sequence[_Sealed], where: str) -> str:
-    src = f"read_parquet({_paths([f.seg.path for f in files])}, binary_as_string = true)"
+    src = f"read_parquet({_paths([f.seg.location for f in files])}, binary_as_string = true)"
     runs = f"from_json(json_extract(record, '$.runs'), {_lit(RUNS_JSON)})"
     return _runs_from_list(src, runs, where)
 
@@ -550,7 +550,7 @@ class _Dedup:
 
 
 def _files(files: Sequence[_Sealed]) -> str:
-    return _paths([f.seg.path for f in files])
+    return _paths([f.seg.location for f in files])
 
 
 def _overlapping(files: Sequence[_Sealed], lo: int, hi: int) -> list[_Sealed]:
@@ -602,7 +602,7 @@ def _build_views(
     parts: dict[str, list[str]] = {"log": [], "live": [], "events": [], "runs": []}
     groups: dict[tuple[frozenset[str], bool, bool, bool], list[_Sealed]] = {}
     for s in sealed:  # newest first, kept within each group
-        group = (s.extras, s.null_ids != 0, str(s.seg.path) in dirty_files, s.replays)
+        group = (s.extras, s.null_ids != 0, s.seg.location in dirty_files, s.replays)
         groups.setdefault(group, []).append(s)
     for (extras, nulls, dirty, replays), files in groups.items():
         where = " WHERE id IS NOT NULL" if nulls else ""
@@ -778,6 +778,10 @@ def open_db(
         con.execute("SET parquet_metadata_cache = true")  # footers are read once, not per query
         moved = _load_active(con, [s for s in segs if s.kind == "active"], problems)
         sealed_segs = [s for s in segs if s.kind == "sealed"] + moved
+        remote = duckdb_filesystem([s.location for s in sealed_segs])
+        if remote is not None:  # shipped segments: read through pyarrow's S3 client
+            con.execute("SET autoload_known_extensions = false")  # never try to fetch httpfs
+            con.register_filesystem(remote)
         found = (_inspect_sealed(s, problems) for s in sealed_segs)
         # newest first: a top-N by time (ORDER BY ts DESC LIMIT n) fills up from the first
         # files read, then skips the older ones by their ts statistics
@@ -786,7 +790,7 @@ def open_db(
         _report_null_ids(con, [s for s in sealed if s.null_ids != 0], problems)
         _build_views(con, sealed, hidden, problems)
         if lock:
-            allowed = [str(s.seg.path) for s in sealed] + [str(s.runs) for s in sealed if s.runs]
+            allowed = [s.seg.location for s in sealed] + [s.runs for s in sealed if s.runs]
             if allowed:  # the views read these files, and nothing else may be read
                 con.execute("SET allowed_paths = $p", {"p": allowed})
             con.execute("SET enable_external_access = false")
@@ -805,13 +809,11 @@ def _report_null_ids(con: Any, files: Sequence[_Sealed], problems: _Problems) ->
     """Sealed rows the sealer could not decode (flat columns NULL): named and skipped."""
     for f in files:
         rows = con.execute(
-            f"SELECT file_row_number FROM read_parquet({_paths([f.seg.path])}, "
+            f"SELECT file_row_number FROM read_parquet({_paths([f.seg.location])}, "
             "file_row_number = true) WHERE id IS NULL"
         ).fetchall()
         for (n,) in rows:
-            problems(
-                str(f.seg.path), int(n) + 1, "unreadable record (sealed as it was; see verify)"
-            )
+            problems(f.seg.location, int(n) + 1, "unreadable record (sealed as it was; see verify)")
 
 
 def _one_line(exc: BaseException) -> str:

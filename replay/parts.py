@@ -40,6 +40,7 @@ import msgspec
 
 from ingest.log import Segment, iter_raw_lines
 from ingest.log.lines import HEAD_ID, LIVE_TAIL
+from ingest.log.objstore import duckdb_filesystem
 from ingest.log.scan import ACTIVE_ROW_BYTES, estimated_rows, has_columns
 from replay.select import Piece
 
@@ -164,13 +165,17 @@ def duplicates(segs: list[Segment]) -> dict[str, frozenset[int]]:
 
     order = {seg.name: i for i, seg in enumerate(segs)}
     flat = [seg for seg in segs if seg.kind == "sealed" and _flat(seg)]
-    by_path = {str(seg.path): seg.name for seg in flat}
+    by_path = {seg.location: seg.name for seg in flat}
     scanned = set(by_path.values())
     lines = {seg.name: _line_ids(seg) for seg in segs if seg.name not in scanned}
     if not flat and not any(lines.values()):
         return {}
     try:
-        rows = _copies(duckdb.connect(config={"threads": 1}), lines, list(by_path))
+        con = duckdb.connect(config={"threads": 1})
+        remote = duckdb_filesystem(list(by_path))
+        if remote is not None:  # shipped segments: DuckDB reads them through pyarrow's S3 client
+            con.register_filesystem(remote)
+        rows = _copies(con, lines, list(by_path))
     except duckdb.Error as exc:  # a sealed file DuckDB cannot read: read every record
         _logger.warning("scanning sealed ids with DuckDB failed (%s); reading the records", exc)
         by_path = {}

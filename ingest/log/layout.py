@@ -9,6 +9,9 @@ Layout::
     sealed/<worker>/<seq:08d>.runs.parquet  one row per HookRun of its records (derived, for
                                         queries; checked by sha256; absent for older segments)
     manifest/<worker>.jsonl             one line per sealed segment: range, count, sha256, heads, hmac
+    shipped/<worker>.jsonl              one line per segment shipped to object storage and read
+                                        back intact (`ingest.log.ship`); a pruned segment is
+                                        listed by `segments` with its object as `location`
 
 Rules of this file:
 - Paths only, and the listing of segments; no reading of records, no NATS, no DuckDB.
@@ -43,12 +46,14 @@ __all__ = [
     "manifest_path",
     "rel",
     "root",
+    "runs_location",
     "runs_path",
     "runs_path_of",
     "sealed_copy",
     "seg_path",
     "segments",
     "seqs",
+    "shipped_path",
     "stamp_name",
     "workers",
 ]
@@ -88,6 +93,10 @@ def runs_path_of(root: Path, worker: str, seq: int) -> Path:
 
 def manifest_path(root: Path, worker: str) -> Path:
     return root / "manifest" / f"{worker}.jsonl"
+
+
+def shipped_path(root: Path, worker: str) -> Path:
+    return root / "shipped" / f"{worker}.jsonl"
 
 
 def lock_path(root: Path, worker: str) -> Path:
@@ -144,6 +153,12 @@ class Segment:
     seq: int
     kind: SegmentKind
     path: Path = field(compare=False)
+    remote: str | None = field(default=None, compare=False)  # its object, once pruned here
+
+    @property
+    def location(self) -> str:
+        """Where to read it: the local path, or the ``s3://`` object of a pruned segment."""
+        return self.remote or str(self.path)
 
     @property
     def name(self) -> str:
@@ -176,6 +191,18 @@ def runs_path(seg: Segment) -> Path:
     return runs_path_of(seg.path.parents[2], seg.worker, seg.seq)
 
 
+def runs_location(seg: Segment) -> str:
+    """`runs_path` as a location: the runs object of a pruned segment, else the local path.
+
+    Example:
+        >>> runs_location(Segment("w1", 1, "sealed", Path("/x"), "s3://b/p/sealed/w1/00000001.parquet"))
+        's3://b/p/sealed/w1/00000001.runs.parquet'
+    """
+    if seg.remote:
+        return seg.remote.removesuffix(".parquet") + ".runs.parquet"
+    return str(runs_path(seg))
+
+
 def segments(data_dir: str | os.PathLike[str], *, worker: str | None = None) -> list[Segment]:
     """Every segment, by worker then seq; a seq both sealed and active counts as sealed.
 
@@ -192,4 +219,11 @@ def segments(data_dir: str | os.PathLike[str], *, worker: str | None = None) -> 
         active = seqs(base / "active" / w, "jsonl")
         found += [Segment(w, s, "sealed", p) for s, p in sealed.items()]
         found += [Segment(w, s, "active", p) for s, p in active.items() if s not in sealed]
+        if (base / "shipped").is_dir():
+            from ingest.log.ship import remote_segments  # only for logs that shipped
+
+            for s, url in remote_segments(base, w).items():
+                if s not in sealed and s not in active:
+                    path = seg_path(base, w, s, "sealed")
+                    found.append(Segment(w, s, "sealed", path, url))
     return sorted(found)

@@ -24,7 +24,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -61,12 +61,17 @@ def jsonl_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
                 yield n, raw, False
 
 
-def parquet_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(row number from 1, record bytes) of a sealed segment; ValueError/OSError if unreadable."""
+def parquet_lines(path: Path | str | Any) -> Iterator[tuple[int, bytes]]:
+    """(row number from 1, record bytes) of a sealed segment; ValueError/OSError if unreadable.
+
+    `path`: a local path, an ``s3://`` location (`ingest.log.objstore`) or a pyarrow buffer."""
     import pyarrow.parquet as pq  # here, so that appending never pays for importing pyarrow
 
+    from ingest.log.objstore import arrow_input
+
     n = 0
-    with pq.ParquetFile(path) as pf:
+    source = arrow_input(str(path)) if isinstance(path, (str, Path)) else path
+    with pq.ParquetFile(source) as pf:
         if "record" not in pf.schema_arrow.names:
             raise ValueError(f"{path}: no 'record' column: not a hookaudit log segment")
         for batch in pf.iter_batches(columns=["record"]):
@@ -99,7 +104,9 @@ def iter_raw_lines(seg: Segment) -> Iterator[tuple[int, bytes]]:
                     if raw.endswith(b"\n") and not is_batch_line(raw):
                         yield n, raw[:-1]
             return
-    yield from parquet_lines(path)
+        yield from parquet_lines(path)
+        return
+    yield from parquet_lines(seg.location)
 
 
 class ActiveData(NamedTuple):
@@ -151,9 +158,12 @@ def hashed_lines(seg: Segment) -> tuple[str, list[tuple[int, bytes]]]:
     if got is not None:
         data = got.data
         return hashlib.sha256(data).hexdigest(), [(n, data[a:b]) for n, a, b in got.spans]
-    path = sealed_copy(seg).path
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return digest, list(parquet_lines(path))
+    import pyarrow as pa
+
+    from ingest.log.objstore import read_bytes
+
+    data = read_bytes(sealed_copy(seg).location)
+    return hashlib.sha256(data).hexdigest(), list(parquet_lines(pa.BufferReader(data)))
 
 
 def _warn_corrupt(file: str, line: int, reason: str) -> None:

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
+from engine.errors import HookauditError
 from ingest.log.layout import Segment
 
 __all__ = ["ACTIVE_ROW_BYTES", "Batch", "RowFilter", "estimated_rows", "has_columns", "sealed_rows"]
@@ -67,8 +68,10 @@ def estimated_rows(seg: Segment) -> int:
         import pyarrow.parquet as pq
 
         try:
-            return int(pq.read_metadata(seg.path).num_rows)
-        except (OSError, ValueError):
+            from ingest.log.objstore import arrow_input
+
+            return int(pq.read_metadata(arrow_input(seg.location)).num_rows)
+        except (OSError, ValueError, HookauditError):
             pass
     try:
         return max(1, seg.path.stat().st_size // ACTIVE_ROW_BYTES)
@@ -80,9 +83,11 @@ def has_columns(seg: Segment, names: Sequence[str]) -> bool:
     """Whether a sealed segment has all these flat columns (False when unreadable)."""
     import pyarrow.parquet as pq
 
+    from ingest.log.objstore import arrow_input
+
     try:
-        have = pq.read_schema(seg.path).names
-    except (OSError, ValueError):
+        have = pq.read_schema(arrow_input(seg.location)).names
+    except (OSError, ValueError, HookauditError):
         return False
     return all(n in have for n in names)
 
@@ -179,15 +184,22 @@ def sealed_rows(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ingest.log.objstore import is_remote, read_bytes
+
     try:
-        if digests is None:
+        if is_remote(seg.location):  # one GET of the whole object, then read from memory
+            buf = pa.py_buffer(read_bytes(seg.location))
+            if digests is not None:
+                digests[seg.name] = hashlib.sha256(buf).hexdigest()
+            pf = pq.ParquetFile(pa.BufferReader(buf))
+        elif digests is None:
             pf = pq.ParquetFile(seg.path)
         else:
             with pa.memory_map(str(seg.path)) as mm:
                 buf = mm.read_buffer()
             digests[seg.name] = hashlib.sha256(buf).hexdigest()
             pf = pq.ParquetFile(pa.BufferReader(buf))
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # Unavailable (object storage down) is not "unreadable"
         return None
     if not all(name in pf.schema_arrow.names for name in _FLAT):
         pf.close()

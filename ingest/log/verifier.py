@@ -30,6 +30,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.errors import Unavailable
 from engine.records import Outcome
 from ingest.log.findings import ErrorKind, VerifyError, VerifyReport, WorkerReport
 from ingest.log.layout import (
@@ -44,9 +45,11 @@ from ingest.log.layout import (
 )
 from ingest.log.lines import batch_hmac, decode_batch, env_key, is_batch_line, recompute_hash
 from ingest.log.manifest import ManifestEntry, manifest_hmac, manifest_lines
+from ingest.log.objstore import is_remote, read_bytes
 from ingest.log.reader import jsonl_lines, parquet_lines
 from ingest.log.schema import BASE_NAMES, COLUMNS, runs_table, segment_table
 from ingest.log.seal import decode_all, decode_error, keys_of
+from ingest.log.ship import remote_segments
 
 __all__ = ["ErrorKind", "VerifyError", "VerifyReport", "WorkerReport", "verify"]
 
@@ -127,7 +130,9 @@ class _Checker:
                 if listed and e.seq < max(listed):
                     self.err("manifest", self.mfile, "lines out of order", m.line, e.first_seq)
                 listed[e.seq] = (m.line, e)
-        parquets = seqs(self.root / "sealed" / self.worker, "parquet")
+        parquets: dict[int, Path | str] = dict(seqs(self.root / "sealed" / self.worker, "parquet"))
+        for seq, url in remote_segments(self.root, self.worker).items():  # shipped, pruned here
+            parquets.setdefault(seq, url)
         actives = seqs(self.root / "active" / self.worker, "jsonl")
         expected = 1
         for seq in sorted(set(listed) | set(parquets) | set(actives)):
@@ -178,7 +183,9 @@ class _Checker:
             why = "prev_head does not match the previous segment's head"
             self.err("manifest", self.mfile, why, mline, e.first_seq)
 
-    def sealed(self, seq: int, path: Path | None, mline: int, e: ManifestEntry | None) -> None:
+    def sealed(
+        self, seq: int, path: Path | str | None, mline: int, e: ManifestEntry | None
+    ) -> None:
         file = rel(self.root, seg_path(self.root, self.worker, seq, "sealed"))
         if e is not None:
             self.listing(mline, e)
@@ -190,8 +197,8 @@ class _Checker:
             return
         self.report.sealed += 1
         try:
-            data = path.read_bytes()
-        except OSError as exc:
+            data = read_bytes(str(path))
+        except (OSError, Unavailable) as exc:
             self.err("corrupt", file, f"cannot read: {exc}", None, e.first_seq if e else None)
             if e is not None:
                 self.prev, self.next_seq = e.head, e.last_seq + 1
@@ -232,17 +239,28 @@ class _Checker:
         self.columns(file, table, rows, records)
         if e is not None:
             self.against_manifest(file, mline, e, data, records)
-        self.runs(seq, mline, e, records)
+        self.runs(seq, mline, e, records, str(path))
 
     def runs(
-        self, seq: int, mline: int, e: ManifestEntry | None, records: list[Outcome | None]
+        self,
+        seq: int,
+        mline: int,
+        e: ManifestEntry | None,
+        records: list[Outcome | None],
+        where: str,
     ) -> None:
         """The runs side file: its sha256 as listed, and its rows as the records say."""
         rpath = runs_path_of(self.root, self.worker, seq)
         file = rel(self.root, rpath)
         at = f"{self.mfile}:{mline}"
+        remote = is_remote(where)
         try:
-            data = rpath.read_bytes()
+            data = read_bytes(
+                where.removesuffix(".parquet") + ".runs.parquet" if remote else str(rpath)
+            )
+        except Unavailable as exc:
+            self.err("corrupt", file, f"cannot read: {exc}", None, e.first_seq if e else None)
+            return
         except FileNotFoundError:
             if e is not None and e.runs_sha256 is not None:
                 why = f"runs file listed at {at} is missing (deleted)"
@@ -360,7 +378,7 @@ class _Checker:
             )
             self.err("hmac", file, why, rows[signed][0], rec.seq if rec else None)
 
-    def leftover(self, path: Path, sealed: Path | None) -> None:
+    def leftover(self, path: Path, sealed: Path | str | None) -> None:
         file = rel(self.root, path)
         lines = [raw for _, raw, done in jsonl_lines(path) if done and not is_batch_line(raw)]
         try:

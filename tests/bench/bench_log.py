@@ -73,6 +73,7 @@ def bench(base: Path, records: int, batch: int) -> dict[str, float]:
             seal_started = time.perf_counter()
             w.seal()
             seal_s = time.perf_counter() - seal_started
+        sealed = sum(p.stat().st_size for p in (data / "log" / "sealed" / "bench").iterdir())
         verify_started = time.perf_counter()
         report = verify(data)
         verify_s = time.perf_counter() - verify_started
@@ -84,6 +85,7 @@ def bench(base: Path, records: int, batch: int) -> dict[str, float]:
             "fsyncs_per_s": round(records / batch / elapsed),
             "bytes_per_record": round(size / records),
             "seal_records_per_s": round(records / seal_s),
+            "sealed_bytes_per_record": round(sealed / records),  # Parquet + keys + runs
             "verify_records_per_s": round(records / verify_s),
         }
     finally:

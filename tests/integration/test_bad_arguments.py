@@ -37,6 +37,7 @@ ANY_VALUE = {("demo", "--seed")}
 REQUIRED = {
     "--settings": f"project:{POLICY}",
     "--worker": "w1",
+    "--to": "s3://bucket/prefix",
     "--dir": "keys",
     "--rules": str(REPO / "infra" / "sigma"),
     "statement": "SELECT 1",
