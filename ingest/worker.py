@@ -388,14 +388,16 @@ class Worker:
         ready = [o for _, _, o in items]
         stored = self.writer.append_batch(ready, roll=False)
         by_key = {idempotency_key(o.event.id, o.settings_id, o.replay_id): o for o in stored}
-        final: list[Outcome] = []
-        for o in ready:
-            key = idempotency_key(o.event.id, o.settings_id, o.replay_id)
-            kept = by_key.get(key)
-            if kept is None:
-                self.stats.duplicates += 1
-                kept = self.writer.lookup(key) or o
-            final.append(kept)
+        keys = [idempotency_key(o.event.id, o.settings_id, o.replay_id) for o in ready]
+        dups = [k for k in keys if k not in by_key]
+        if dups:
+            # Re-delivered events (acks lost in a reconnect or a leader change): answer with
+            # what was decided the first time. One scan per segment for the whole batch,
+            # off the loop: a scan per event on the loop blocked it for minutes on a big
+            # segment, past the ack wait, so the same events came back again and again.
+            self.stats.duplicates += len(dups)
+            by_key.update(await asyncio.to_thread(self.writer.lookup_many, dups))
+        final = [by_key.get(k, o) for k, o in zip(keys, ready, strict=True)]
         # Durable now: a waiting agent may act on its decision.
         for (msg, ev), o in zip(events, final, strict=True):
             reply = (msg.headers or {}).get(REPLY_HEADER)

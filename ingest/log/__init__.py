@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         iter_outcomes,
         iter_raw_lines,
         lookup_in,
+        lookup_many_in,
         read_segment,
     )
     from ingest.log.schema import (
@@ -99,6 +100,7 @@ __all__ = [
     "key_digest",
     "log_order",
     "lookup_in",
+    "lookup_many_in",
     "manifest_hmac",
     "read_manifest",
     "read_segment",
@@ -147,6 +149,7 @@ _WHERE = {
     "key_digest": "ingest.log.lines",
     "log_order": "ingest.log.dedup",
     "lookup_in": "ingest.log.reader",
+    "lookup_many_in": "ingest.log.reader",
     "manifest_hmac": "ingest.log.manifest",
     "read_manifest": "ingest.log.manifest",
     "read_segment": "ingest.log.reader",

@@ -41,6 +41,7 @@ __all__ = [
     "iter_raw_lines",
     "jsonl_lines",
     "lookup_in",
+    "lookup_many_in",
     "parquet_lines",
     "read_segment",
 ]
@@ -228,3 +229,27 @@ def lookup_in(seg: Segment, digest: bytes) -> Outcome | None:
         if key_digest_of(view.key()) == digest:
             return decode_outcome_json(raw)
     return None
+
+
+def lookup_many_in(seg: Segment, digests: set[bytes]) -> dict[bytes, Outcome]:
+    """The records in `seg` whose `key_digest` is in `digests`, by digest (one scan of `seg`).
+
+    A batch of re-delivered events costs one pass over each segment that holds them,
+    not one pass per event.
+
+    Example:
+        >>> list(lookup_many_in(segments(data_dir)[0], {key_digest(o)}).values())[0].seq
+        1
+    """
+    found: dict[bytes, Outcome] = {}
+    for _, raw in iter_raw_lines(seg):
+        try:
+            view = view_decoder.decode(raw)
+        except msgspec.DecodeError:
+            continue
+        d = key_digest_of(view.key())
+        if d in digests and d not in found:
+            found[d] = decode_outcome_json(raw)
+            if len(found) == len(digests):
+                break
+    return found

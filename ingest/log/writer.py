@@ -68,7 +68,7 @@ from ingest.log.lines import (
     view_decoder,
 )
 from ingest.log.manifest import ManifestEntry
-from ingest.log.reader import jsonl_lines, lookup_in
+from ingest.log.reader import jsonl_lines, lookup_in, lookup_many_in
 from ingest.log.seal import load_keys, recover_sealed, seal_segment
 
 __all__ = ["DEFAULT_MAX_AGE_S", "DEFAULT_MAX_BYTES", "Appended", "LogWriter", "writer_pid"]
@@ -303,6 +303,33 @@ class LogWriter:
         return lookup_in(
             Segment(self.worker, seq, kind, seg_path(self._root, self.worker, seq, kind)), digest
         )
+
+    def lookup_many(self, keys: Sequence[str]) -> dict[str, Outcome]:
+        """The stored outcomes with these idempotency keys (those found), by key.
+
+        One scan of each segment that holds any of them: a batch of re-delivered events
+        (a worker that lost its acks) costs a pass per segment, not a pass per event.
+        It only reads files, so the worker runs it off its event loop.
+
+        Example:
+            >>> k = idempotency_key(o.event.id, o.settings_id, o.replay_id)
+            >>> w.lookup_many([k])[k].seq
+            1
+        """
+        by_seq: dict[int, dict[bytes, str]] = {}
+        for key in keys:
+            digest = key_digest_of(key)
+            seq = self._keys.get(digest)
+            if seq is not None:
+                by_seq.setdefault(seq, {})[digest] = key
+        out: dict[str, Outcome] = {}
+        for seq, wanted in sorted(by_seq.items()):
+            sealed = seg_path(self._root, self.worker, seq, "sealed")
+            kind: SegmentKind = "sealed" if sealed.exists() else "active"
+            seg = Segment(self.worker, seq, kind, seg_path(self._root, self.worker, seq, kind))
+            for digest, outcome in lookup_many_in(seg, set(wanted)).items():
+                out[wanted[digest]] = outcome
+        return out
 
     def append(self, outcome: Outcome) -> Appended:
         """Append one outcome (a batch of one); a duplicate is returned as given, marked.

@@ -246,6 +246,11 @@ def test_duplicates_skipped_in_batch_across_batches_restart_and_seal(tmp_path: P
         assert found == stored[1]
         assert w.lookup(idempotency_key("ev-000003", "set-1", None)) is not None  # active
         assert w.lookup(idempotency_key("nope", "set-1", None)) is None
+        # A batch of re-delivered events: sealed and active segments, one scan each.
+        keys = [idempotency_key(f"ev-00000{i}", "set-1", None) for i in (1, 2, 3)]
+        many = w.lookup_many([*keys, idempotency_key("nope", "set-1", None)])
+        assert sorted(many) == sorted(keys)
+        assert many[keys[1]] == stored[1] and many[keys[2]].seq == 5
     assert verify(tmp_path).ok
 
 
