@@ -18,6 +18,9 @@ Rules of this file:
   ``--fail`` decides). The worker never stops because of one event.
 - A spooled event that carries a `Fallback` is recorded with the answer the agent got;
   a fallback notice (the emitter gave up waiting) is recorded without evaluating again.
+- A log that cannot be written (disk full, read-only, I/O error) stops the acks, not the
+  worker: the batch is held, one line says why, it is retried every second, and appending
+  and acking resume (one line) once the disk takes it.
 - SIGTERM finishes every event in hand and exits; SIGHUP reloads the settings.
 
 Example:
@@ -58,6 +61,8 @@ _log = logging.getLogger("hookaudit.worker")
 # Events in hand that have not moved for this long mean a stalled connection (see _watch).
 # Above the longest a healthy publish-and-ack takes (a PubAck wait of 10 s and a flush).
 STALL_AFTER = 30.0
+# How often a worker whose log cannot be written (disk full) tries the held batch again.
+LOG_RETRY = 1.0
 
 
 @dataclass
@@ -130,6 +135,7 @@ class Worker:
         self._publishing: set[asyncio.Task[None]] = set()
         self._closing = False
         self._progress = 0.0  # when events in hand last moved
+        self._log_blocked = False  # the log cannot be written: holding, not acking
         self.stats = WorkerStats()
         self.stopping = asyncio.Event()
         self.eff: Effective = load_sources(self.specs)
@@ -240,8 +246,10 @@ class Worker:
         while True:
             await asyncio.sleep(1.0)
             waiting = self._open - len(self._evals)  # events not held by their own hooks
-            if waiting <= 0:
-                self._moved()  # idle, or only hooks at work (they have their own timeouts)
+            if waiting <= 0 or self._log_blocked:
+                # Idle, only hooks at work (they have their own timeouts), or waiting for
+                # the disk, which the committer reports itself: not a stalled connection.
+                self._moved()
             elif time.monotonic() - self._progress > STALL_AFTER:
                 return Unavailable(
                     f"{waiting} events in hand made no progress for {STALL_AFTER:.0f}s "
@@ -361,7 +369,7 @@ class Worker:
                 await asyncio.to_thread(self.writer.roll_if_due)
             items, self._ready = self._ready, []
             try:
-                events, final = await self._append(nc, items)
+                events, final = await self._append_when_writable(nc, items)
             except BaseException:
                 self._release(len(items))  # not acked: JetStream redelivers them
                 raise
@@ -378,6 +386,42 @@ class Worker:
                         # not acked, so JetStream redelivers them; the log drops the
                         # duplicates and the outcomes are published again.
                         _log.error("publishing a batch failed: %s", t.exception())
+
+    async def _append_when_writable(
+        self, nc: Any, items: list[tuple[Any, HookEvent, Outcome]]
+    ) -> tuple[list[tuple[Any, HookEvent]], list[Outcome]]:
+        """`_append`, holding the batch while the log cannot be written (disk full,
+        read-only, I/O error): nothing is acked or answered meanwhile, fetching stops once
+        `max_open` events are in hand, one line says so, and the batch is tried again every
+        LOG_RETRY s until it is written (one line again) or the worker is stopped."""
+        since: float | None = None
+        while True:
+            try:
+                out = await self._append(nc, items)
+            except Unavailable as exc:
+                if self.stopping.is_set():
+                    raise
+                if since is None:
+                    since = time.monotonic()
+                    self._log_blocked = True
+                    _log.error(
+                        "log not writable, holding %d events (none acked) and retrying "
+                        "every %.0fs: %s",
+                        self._open,
+                        LOG_RETRY,
+                        exc,
+                    )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), LOG_RETRY)
+                continue
+            if since is not None:
+                self._log_blocked = False
+                self._moved()
+                _log.warning(
+                    "log writable again after %.0fs: appending and acking resumed",
+                    time.monotonic() - since,
+                )
+            return out
 
     async def _append(
         self, nc: Any, items: list[tuple[Any, HookEvent, Outcome]]
