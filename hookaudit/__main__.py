@@ -1,3 +1,3 @@
-from hookaudit.cli import main
+from hookaudit.entry import main
 
 main()

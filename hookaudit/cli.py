@@ -50,6 +50,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ingest.cli_serve:serve_cmd",
         "HTTP gateway for Claude Code http hooks: POST the hook input, get the decision.",
     ),
+    "relay": (
+        "ingest.cli_relay:relay_cmd",
+        "Relay `hookaudit emit` to NATS over a local unix socket (a fast emit).",
+    ),
     "spool": (
         "ingest.cli_emit:spool",
         "Events spooled on disk while NATS was unreachable, and refused input: flush, status, rejects.",

@@ -65,7 +65,16 @@ __all__ = [
     "fail_result",
     "flush_spool",
     "keep_reject",
+    "late_result",
+    "notify",
+    "quiet_nats_logs",
     "read_input",
+    "reject_stub",
+    "rejected_result",
+    "reply_decoder",
+    "reply_result",
+    "too_big",
+    "undelivered",
     "validate",
 ]
 
@@ -322,11 +331,11 @@ def emit(raw: bytes, opts: EmitOptions, *, full: Rejection | None = None) -> Res
         return _bad_input(raw, opts, e, full)
     event = new_event(payload, raw=text, source=opts.source)
     spool = Spool(opts.target.data_dir)
-    _quiet_nats_logs()
+    quiet_nats_logs()
     try:
         return asyncio.run(_deliver(event, opts, spool))
     except Exception as e:  # a bug must not block the agent unless it asked for closed
-        return _undelivered(event, opts, spool, f"internal error: {type(e).__name__}: {e}")
+        return undelivered(event, opts, spool, f"internal error: {type(e).__name__}: {e}")
 
 
 def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection | None) -> Result:
@@ -335,6 +344,24 @@ def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection
     The log gets a stub event (payload ``{}``) carrying the Rejection (size, sha256,
     reason, its start as text), published like any event, or spooled when NATS is down;
     the worker records it as ``decided_by = 'rejected'``.
+    """
+    stub, kept = reject_stub(raw, opts, err, full)
+    try:
+        quiet_nats_logs()
+        asyncio.run(_record_reject(stub, opts, Spool(opts.target.data_dir)))
+    except Exception as e:  # the reject is on disk already; say that the log missed it
+        kept += f"; not recorded in the log: {type(e).__name__}: {e}"
+    return rejected_result(opts, err, kept)
+
+
+def reject_stub(
+    raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection | None = None
+) -> tuple[HookEvent, str]:
+    """Keep refused input under ``rejects/``; the stub event for the log, and where it is kept.
+
+    Example:
+        >>> reject_stub(b"[]", opts, InvalidEvent("<stdin>", "expected a JSON object"))  # doctest: +SKIP
+        (HookEvent(...), '; input kept in /tmp/ha/rejects/....bin')
     """
     try:
         kept = f"; input kept in {keep_reject(opts.target.data_dir, raw, str(err), full=full)}"
@@ -345,12 +372,11 @@ def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection
     r = rejection(raw, str(err), stage="emit")
     if full is not None:
         r = msgspec.structs.replace(r, size=full.size, sha256=full.sha256)
-    stub = _reject_stub(raw, r, opts.source)
-    try:
-        _quiet_nats_logs()
-        asyncio.run(_record_reject(stub, opts, Spool(opts.target.data_dir)))
-    except Exception as e:  # the reject is on disk already; say that the log missed it
-        kept += f"; not recorded in the log: {type(e).__name__}: {e}"
+    return _reject_stub(raw, r, opts.source), kept
+
+
+def rejected_result(opts: EmitOptions, err: InvalidEvent, kept: str) -> Result:
+    """What emit answers for refused input: one line, and exit 2 when failing closed."""
     line = f"hookaudit emit: {err}{kept}"
     if opts.fail == "closed":
         return Result("rejected", stderr=line, exit_code=2)
@@ -385,7 +411,7 @@ async def _record_reject(stub: HookEvent, opts: EmitOptions, spool: Spool) -> No
                 await asyncio.wait_for(nc.close(), timeout=1.0)
 
 
-def _undelivered(
+def undelivered(
     event: HookEvent, opts: EmitOptions, spool: Spool, why: str | HookauditError
 ) -> Result:
     """NATS could not take the event: spool it, then act per the fail mode.
@@ -445,7 +471,7 @@ async def _deliver(event: HookEvent, opts: EmitOptions, spool: Spool) -> Result:
     try:
         result, nc = await _deliver_on(event, opts, spool)
         if result.status in ("no-decision",) and nc is not None:
-            await _notify(event, opts, spool, nc, result)
+            await notify(event, opts, spool, nc, result)
         return result
     finally:
         if nc is not None:
@@ -463,7 +489,7 @@ async def _deliver_on(
             try:
                 nc = await _connect(opts.target)
             except HookauditError as e:
-                return _undelivered(event, opts, spool, e), nc
+                return undelivered(event, opts, spool, e), nc
             publish = Publisher(nc, opts.target)
             if has_pending(opts.target.data_dir):
                 # Best effort, bounded: what does not fit in the budget stays spooled,
@@ -478,21 +504,21 @@ async def _deliver_on(
             try:
                 sent = await publish(event, reply_to=reply_to)
             except HookauditError as e:
-                return _undelivered(event, opts, spool, e), nc
+                return undelivered(event, opts, spool, e), nc
             acked = True
             if sent.rejected is not None:
-                return _too_big(event, opts, spool, sent.rejected), nc
+                return too_big(event, opts, spool, sent.rejected), nc
             if sub is None:
                 return Result("duplicate" if sent.duplicate else "published"), nc
             return await _await_decision(event, opts, sub), nc
     except TimeoutError:
         why = f"delivery took longer than {opts.budget():.0f}s"
         if not acked:
-            return _undelivered(event, opts, spool, why), nc
+            return undelivered(event, opts, spool, why), nc
         return fail_result(event.event, opts.fail, f"no decision: {why}", status="no-decision"), nc
 
 
-def _too_big(event: HookEvent, opts: EmitOptions, spool: Spool, why: str) -> Result:
+def too_big(event: HookEvent, opts: EmitOptions, spool: Spool, why: str) -> Result:
     try:
         spool.reject(encode_json(event), why, source="emit")
         kept = f"kept in {spool.rejects_path}"
@@ -504,7 +530,7 @@ def _too_big(event: HookEvent, opts: EmitOptions, spool: Spool, why: str) -> Res
     return Result("rejected", stderr=f"hookaudit emit: {reason}")
 
 
-async def _notify(
+async def notify(
     event: HookEvent, opts: EmitOptions, spool: Spool, nc: Client, answer: Result
 ) -> None:
     """The event is in the stream, but the agent got a fallback answer: publish a notice
@@ -540,7 +566,7 @@ async def _next_reply(event: HookEvent, sub: Any, verifier: Verifier | None) -> 
             skipped = "; ignored a reply not signed by a trusted worker"
             continue
         try:
-            reply = _reply_decoder().decode(msg.data)
+            reply = reply_decoder().decode(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             if verifier is not None:
                 skipped = f"; ignored an undecodable signed reply: {e}"
@@ -562,12 +588,27 @@ async def _await_decision(event: HookEvent, opts: EmitOptions, sub: Any) -> Resu
     try:
         got = await asyncio.wait_for(_next_reply(event, sub, verifier), opts.timeout)
     except TimeoutError:
-        return fail_result(
-            event.event,
-            opts.fail,
-            f"no decision arrived within {opts.timeout:g}s for {event.event} event {event.id}",
-            status="no-decision",
-        )
+        return late_result(event, opts)
+    return reply_result(event, opts, got)
+
+
+def late_result(event: HookEvent, opts: EmitOptions) -> Result:
+    """The answer when no decision arrived within ``--timeout`` (per the fail mode)."""
+    return fail_result(
+        event.event,
+        opts.fail,
+        f"no decision arrived within {opts.timeout:g}s for {event.event} event {event.id}",
+        status="no-decision",
+    )
+
+
+def reply_result(event: HookEvent, opts: EmitOptions, got: Reply | str) -> Result:
+    """The answer for what arrived on the inbox: a trusted Reply, or why there is none.
+
+    Example:
+        >>> reply_result(event, opts, "connection closed").status  # doctest: +SKIP
+        'no-decision'
+    """
     if isinstance(got, str):
         return fail_result(event.event, opts.fail, got, status="no-decision")
     reply = got
@@ -586,7 +627,7 @@ async def _await_decision(event: HookEvent, opts: EmitOptions, sub: Any) -> Resu
 _REPLY: list[msgspec.msgpack.Decoder[Reply]] = []
 
 
-def _reply_decoder() -> msgspec.msgpack.Decoder[Reply]:
+def reply_decoder() -> msgspec.msgpack.Decoder[Reply]:
     # Built on first use: only --wait needs it, and it costs start-up time.
     if not _REPLY:
         _REPLY.append(msgspec.msgpack.Decoder(Reply))
@@ -596,7 +637,7 @@ def _reply_decoder() -> msgspec.msgpack.Decoder[Reply]:
 # -- NATS -------------------------------------------------------------------------------
 
 
-def _quiet_nats_logs() -> None:
+def quiet_nats_logs() -> None:
     # ingest.nats logs reconnect trouble; with no handler Python would print it on
     # stderr, and observe mode promises silence. Failures are reported by Result.
     logging.getLogger("hookaudit.nats").addHandler(logging.NullHandler())
@@ -704,5 +745,5 @@ def flush_spool(
         >>> flush_spool(Target(data_dir=Path("/tmp/ha"), nats_url=url)).remaining  # doctest: +SKIP
         0
     """
-    _quiet_nats_logs()
+    quiet_nats_logs()
     return asyncio.run(_flush(t, progress, wait_lock))
