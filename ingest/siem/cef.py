@@ -23,35 +23,39 @@ __all__ = ["escape_ext", "escape_header", "to_cef"]
 _HEADER = str.maketrans({"\\": "\\\\", "|": "\\|", "\r": " ", "\n": " "})
 _EXT = str.maketrans({"\\": "\\\\", "=": "\\=", "\r": "\\r", "\n": "\\n"})
 
-# CEF key -> maximum length (characters) from the CEF key dictionary.
-_LIMITS = {
-    "msg": 1023,
-    "request": 1023,
-    "filePath": 1023,
-    "fname": 1023,
-    "suser": 1023,
-    "shost": 1023,
-    "act": 63,
-    "outcome": 63,
-    "cat": 1023,
-    "externalId": 40,
-    "reason": 1023,
-}
+# Maximum lengths (characters) from the CEF key dictionary: 1023 for msg, request,
+# filePath, fname, suser, shost, reason; 63 for act; 40 for externalId; 4000 for csN.
 _CS_LIMIT = 4000
 
 
 def escape_header(value: str) -> str:
     """A CEF header field: ``\\`` and ``|`` escaped, line breaks made spaces."""
-    return value.translate(_HEADER)
+    if "\\" in value or "|" in value or "\r" in value or "\n" in value:
+        return value.translate(_HEADER)
+    return value
 
 
 def escape_ext(value: str) -> str:
     """A CEF extension value: ``\\``, ``=``, CR and LF escaped."""
-    return value.translate(_EXT)
+    # Four substring tests are far cheaper than a translate through a dict, and most
+    # values need no escape at all.
+    if "\\" in value or "=" in value or "\r" in value or "\n" in value:
+        return value.translate(_EXT)
+    return value
 
 
 def _cut(value: str, limit: int) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _x(value: str, limit: int = _CS_LIMIT) -> str:
+    """An extension value, cut then escaped."""
+    if len(value) > limit:
+        value = value[: limit - 1] + "…"
+    return escape_ext(value)
+
+
+_PREFIX = f"CEF:0|hookaudit|hookaudit|{escape_header(ENGINE_VERSION)}|"
 
 
 def to_cef(v: View) -> str:
@@ -59,43 +63,30 @@ def to_cef(v: View) -> str:
     sev = severity(v.decision, v.blocked, bool(v.errors))
     subject = v.tool or v.event
     action = "blocked" if v.blocked else v.decision
-    header = [
-        "CEF:0",
-        "hookaudit",
-        "hookaudit",
-        ENGINE_VERSION,
-        _cut(f"{v.event}:{action}", 1023),
-        _cut(f"{subject} {action}", 512),
-        str(sev),
-    ]
-    ext: list[tuple[str, str]] = [
-        ("rt", str(v.time_ms)),
-        ("externalId", v.event_id),
-        ("cat", v.kind),
-        ("act", action),
-        ("outcome", "failure" if v.blocked else "success"),
-        ("suser", v.user),
-        ("shost", v.host),
-        ("cn1", str(v.seq)),
-        ("cn1Label", "streamSequence"),
-        ("cs1", v.session_id),
-        ("cs1Label", "sessionId"),
-        ("cs3", v.settings_id),
-        ("cs3Label", "settingsId"),
-    ]
+    head = (
+        f"{_PREFIX}{escape_header(_cut(f'{v.event}:{action}', 1023))}|"
+        f"{escape_header(_cut(f'{subject} {action}', 512))}|{sev}|"
+    )
+    # Keys are fixed names: the line is one template, values escaped one by one.
+    ext = (
+        f"rt={v.time_ms} externalId={_x(v.event_id, 40)} cat={v.kind} act={_x(action, 63)} "
+        f"outcome={'failure' if v.blocked else 'success'} suser={_x(v.user, 1023)} "
+        f"shost={_x(v.host, 1023)} cn1={v.seq} cn1Label=streamSequence "
+        f"cs1={_x(v.session_id)} cs1Label=sessionId cs3={_x(v.settings_id)} cs3Label=settingsId"
+    )
     if v.tool:
-        ext += [("cs2", v.tool), ("cs2Label", "tool")]
+        ext += f" cs2={_x(v.tool)} cs2Label=tool"
     if v.rules:
-        ext += [("cs4", v.rules[0]), ("cs4Label", "rule")]
+        ext += f" cs4={_x(v.rules[0])} cs4Label=rule"
     if v.command is not None:
-        ext += [("cs5", v.command), ("cs5Label", "commandLine")]
+        ext += f" cs5={_x(v.command)} cs5Label=commandLine"
     if v.tool_use_id:
-        ext += [("cs6", v.tool_use_id), ("cs6Label", "toolUseId")]
+        ext += f" cs6={_x(v.tool_use_id)} cs6Label=toolUseId"
     if v.file_path:
-        ext += [("filePath", v.file_path), ("fname", file_name(v.file_path))]
+        ext += f" filePath={_x(v.file_path, 1023)} fname={_x(file_name(v.file_path), 1023)}"
     if v.url:
-        ext += [("request", v.url)]
+        ext += f" request={_x(v.url, 1023)}"
     if v.reason:
-        ext += [("reason", v.reason), ("msg", v.reason)]
-    fields = " ".join(f"{k}={escape_ext(_cut(val, _LIMITS.get(k, _CS_LIMIT)))}" for k, val in ext)
-    return "|".join(escape_header(h) for h in header) + "|" + fields
+        reason = _x(v.reason, 1023)
+        ext += f" reason={reason} msg={reason}"
+    return head + ext

@@ -19,11 +19,10 @@ Example:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from ingest.siem.view import View, file_name, severity
+from ingest.siem.view import View, file_name, iso_ms, severity
 
 __all__ = ["to_ecs"]
 
@@ -37,14 +36,6 @@ _CATEGORY = {
 _FILE_TYPE = {"create": "creation", "update": "change", "read": "access"}
 
 
-def _iso(ms: int) -> str:
-    return (
-        datetime.fromtimestamp(ms / 1000, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
 def to_ecs(v: View) -> dict[str, Any]:
     """The ECS document of one outcome."""
     category, types = _CATEGORY[v.kind]
@@ -52,7 +43,7 @@ def to_ecs(v: View) -> dict[str, Any]:
         types = [_FILE_TYPE[v.file_action]]
     denied = v.blocked or v.decision == "deny"
     doc: dict[str, Any] = {
-        "@timestamp": _iso(v.time_ms),
+        "@timestamp": iso_ms(v.time_ms),
         "ecs": {"version": "8.17.0"},
         "event": {
             "kind": "alert" if denied else "event",

@@ -32,14 +32,21 @@ from typing import Any
 import msgspec
 
 from engine.errors import Unavailable
-from engine.records import decode_outcome_msgpack
 from ingest.nats import ConnectOptions, Names
 from ingest.pull import Puller
 from ingest.siem.formats import Formatted, format_view
 from ingest.siem.redact import Redactor
 from ingest.siem.sink import Sink, SinkDown
-from ingest.siem.state import Counters, Parked, append_parked, read_counters, write_counters
-from ingest.siem.view import build_view
+from ingest.siem.state import (
+    Counters,
+    Parked,
+    append_parked,
+    encode_counters,
+    put_counters,
+    read_counters,
+    write_counters,
+)
+from ingest.siem.view import view_of_msgpack
 
 __all__ = ["NAME_OK", "Forwarder", "consumer_name"]
 
@@ -55,6 +62,16 @@ def consumer_name(name: str) -> str:
         'siem-splunk'
     """
     return f"siem-{name}"
+
+
+def _stream_seq(msg: Any) -> int:
+    """The stream sequence from a JetStream reply subject
+    (``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>``); nats-py's
+    ``msg.metadata`` builds a datetime and two objects for it on every message."""
+    tokens: list[str] = msg.reply.split(".") if msg.reply else []
+    if len(tokens) == 9 and tokens[5].isdigit():
+        return int(tokens[5])
+    return int(msg.metadata.sequence.stream)
 
 
 @dataclass
@@ -82,6 +99,9 @@ class Forwarder:
     counters: Counters = field(init=False)
     _saved_at: float = field(init=False, default=0.0)
     _dirty: bool = field(init=False, default=False)
+    _latest: bytes | None = field(init=False, default=None)
+    _save_wanted: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+    _writer_done: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         prev = read_counters(self.data_dir, self.name)
@@ -131,22 +151,23 @@ class Forwarder:
             )
 
     def _format(self, msg: Any) -> tuple[list[Formatted], str | None]:
-        seq = msg.metadata.sequence.stream
+        seq = _stream_seq(msg)
         try:
-            outcome = decode_outcome_msgpack(msg.data)
+            view = view_of_msgpack(msg.data, seq=seq, redactor=self.redactor)
         except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as e:
             return [], f"not an Outcome record: {e}"
-        view = build_view(outcome, seq=seq, redactor=self.redactor)
         return format_view(self.fmt, view), None
 
     async def run(self) -> Counters:
         nc = await self.connect.connect()
+        writer: asyncio.Task[None] | None = None
         try:
             js = nc.jetstream()
             await self._ensure_consumer(js)
             puller = Puller(nc, self.names.outcomes_stream, consumer_name(self.name))
             await puller.start()
             write_counters(self.data_dir, self.counters)
+            writer = asyncio.create_task(self._writer())
             while not self.stopping.is_set():
                 msgs = await puller.fetch(self.batch, timeout=1.0)
                 if msgs:
@@ -157,6 +178,12 @@ class Forwarder:
                     self._save(force=True)
             await puller.stop()
         finally:
+            if writer is not None:  # let a write in its thread end before the last one
+                self._latest = None
+                self._writer_done = True
+                self._save_wanted.set()
+                with contextlib.suppress(Exception):
+                    await writer
             with contextlib.suppress(Exception):
                 await self.sink.close()
             self.counters.pid = None
@@ -227,8 +254,19 @@ class Forwarder:
         them; never a record: those are tracked by JetStream acks, not by the counters)."""
         now = time.monotonic()
         if force or now - self._saved_at >= 0.5:
-            write_counters(self.data_dir, self.counters)
+            self._latest = encode_counters(self.counters)
+            self._save_wanted.set()
             self._saved_at, self._dirty = now, False
+
+    async def _writer(self) -> None:
+        """Writes the latest counters from a thread, off the event loop; saves asked for
+        while one is being written coalesce into the next."""
+        while not self._writer_done:
+            await self._save_wanted.wait()
+            self._save_wanted.clear()
+            data, self._latest = self._latest, None
+            if data is not None:
+                await asyncio.to_thread(put_counters, self.data_dir, self.name, data)
 
     def _keepalive(self, items: list[_Item]) -> Any:
         async def alive() -> None:
@@ -267,7 +305,7 @@ class Forwarder:
     def _parked_msg(self, m: Any, why: str) -> Parked:
         return Parked(
             time=time.time(),
-            seq=m.metadata.sequence.stream,
+            seq=_stream_seq(m),
             event_id="",
             uid="",
             reason=why,

@@ -166,8 +166,10 @@ class HecSink(_HttpBase):
         deadline = time.monotonic() + self.ack_timeout
         body = _enc.encode({"acks": [ack_id]})
         last = time.monotonic()
+        pause = 0.005  # an indexer that acks at once is asked again soon; a slow one less often
         while time.monotonic() < deadline:
-            await asyncio.sleep(self.ack_poll)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, self.ack_poll)
             got = await self._post(self.ack_url, body, self.headers)
             try:
                 acks = _dec.decode(got.content).get("acks", {})

@@ -82,12 +82,24 @@ def read_counters(data_dir: Path, name: str) -> Counters | None:
 
 
 def write_counters(data_dir: Path, c: Counters) -> None:
-    d = sink_dir(data_dir, c.name)
-    d.mkdir(parents=True, exist_ok=True)
     c.updated_at = time.time()
+    put_counters(data_dir, c.name, _enc.encode(c))
+
+
+def put_counters(data_dir: Path, name: str, data: bytes) -> None:
+    """Replace sink `name`'s status file with `data` (encoded `Counters`), atomically.
+    Blocking: a rename can take a tenth of a second on a busy disk, so the forwarder calls
+    it from a thread."""
+    d = sink_dir(data_dir, name)
+    d.mkdir(parents=True, exist_ok=True)
     tmp = d / f"status.json.{os.getpid()}.tmp"
-    tmp.write_bytes(_enc.encode(c))
+    tmp.write_bytes(data)
     tmp.replace(d / "status.json")
+
+
+def encode_counters(c: Counters) -> bytes:
+    c.updated_at = time.time()
+    return _enc.encode(c)
 
 
 def append_parked(data_dir: Path, name: str, items: list[Parked]) -> None:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import ssl
-from datetime import UTC, datetime
 
 from ingest.siem.formats import Formatted
 from ingest.siem.sink import Delivery, Keepalive, SinkDown
+from ingest.siem.view import iso_ms
 
 __all__ = ["SyslogSink", "frame", "rfc5424"]
 
@@ -35,9 +36,16 @@ _NON_PRINT = re.compile(r"[^\x21-\x7e]")
 _SD_ESCAPE = str.maketrans({'"': '\\"', "\\": "\\\\", "]": "\\]"})
 
 
+@functools.lru_cache(maxsize=1024)  # hosts and event names repeat from record to record
 def _ascii(value: str, limit: int) -> str:
     value = _NON_PRINT.sub("_", value)[:limit]
     return value or "-"
+
+
+def _sd(value: str) -> str:
+    if '"' in value or "\\" in value or "]" in value:
+        return value.translate(_SD_ESCAPE)
+    return value
 
 
 def _syslog_severity(sev: int) -> int:
@@ -47,12 +55,8 @@ def _syslog_severity(sev: int) -> int:
 def rfc5424(rec: Formatted, *, app: str = "hookaudit") -> bytes:
     """One RFC 5424 message (no framing) for `rec`."""
     pri = FACILITY * 8 + _syslog_severity(rec.severity)
-    ts = datetime.fromtimestamp(rec.time_ms / 1000, UTC).isoformat(timespec="milliseconds")
-    sd = (
-        f'[hookaudit@32473 eventId="{rec.event_id.translate(_SD_ESCAPE)}" '
-        f'seq="{rec.seq}" uid="{rec.uid.translate(_SD_ESCAPE)}"]'
-    )
-    head = f"<{pri}>1 {ts.replace('+00:00', 'Z')} {_ascii(rec.host, 255)} {app} - "
+    sd = f'[hookaudit@32473 eventId="{_sd(rec.event_id)}" seq="{rec.seq}" uid="{_sd(rec.uid)}"]'
+    head = f"<{pri}>1 {iso_ms(rec.time_ms)} {_ascii(rec.host, 255)} {app} - "
     head += f"{_ascii(rec.event, 32)} {sd} "
     return head.encode("ascii") + b"\xef\xbb\xbf" + rec.text.encode("utf-8", "replace")
 

@@ -23,14 +23,15 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
-from engine.records import Outcome
+from engine.records import HookRun, Outcome
 from ingest.siem.redact import Redactor
 
-__all__ = ["Kind", "View", "build_view", "severity", "tool_kind"]
+__all__ = ["Kind", "View", "build_view", "iso_ms", "severity", "tool_kind", "view_of_msgpack"]
 
 Kind = str  # "process" | "file" | "web" | "mcp" | "api"
 
@@ -82,6 +83,68 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     payload: Any  # the agent's hook input, redacted and bounded
     truncated: bool
     untruncated_size: int
+
+
+class _Hook(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    type: str = ""
+    command: str | None = None
+    url: str | None = None
+    callable: str | None = None
+    prompt: str | None = None
+    tool: str | None = None
+
+
+class _Run(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    hook: _Hook
+    outcome: str = ""
+    decision: str | None = None
+
+
+class _Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    id: str
+    ts: datetime
+    event: str
+    payload: str
+    source: str = "claude-code"
+    host: str = ""
+    user: str = ""
+    session_id: str = ""
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+    cwd: str | None = None
+
+
+class _Outcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """The fields of an `Outcome` the formats use: msgspec skips the rest (hook stdout,
+    outputs, chain hashes) without building them, which halves the decoding cost."""
+
+    event: _Event
+    settings_id: str
+    posture: str = "compat"
+    blocked: bool = False
+    decision: str | None = None
+    reason: str | None = None
+    runs: list[_Run] = msgspec.field(default_factory=list)
+    errors: list[str] = msgspec.field(default_factory=list)
+    replay_id: str | None = None
+
+
+_light = msgspec.msgpack.Decoder(_Outcome)
+
+
+def view_of_msgpack(
+    data: bytes, *, seq: int = 0, redactor: Redactor | None = None, max_field: int = MAX_FIELD
+) -> View:
+    """The `View` of an Outcome as it travels on NATS (msgpack), decoded once into the
+    fields the formats use. Raises msgspec.DecodeError/ValidationError on a bad record.
+
+    Example:
+        >>> from engine.records import encode_msgpack, new_event
+        >>> ev = new_event({"hook_event_name": "Stop"}, host="h", user="u")
+        >>> view_of_msgpack(encode_msgpack(Outcome(event=ev, settings_id="s")), seq=3).seq
+        3
+    """
+    return _build(_light.decode(data), seq, redactor, max_field)
 
 
 def tool_kind(tool: str | None) -> tuple[Kind, str | None]:
@@ -139,6 +202,8 @@ class _Bound:
             self.redactor = None
 
     def text(self, value: str) -> str:
+        if self.redactor is None and len(value) <= self.max_field and value.isascii():
+            return value
         if not value.isascii():
             value = value.encode("utf-8", "replace").decode("utf-8")
         if self.redactor is not None:
@@ -183,7 +248,7 @@ class _Bound:
 _payload_dec = msgspec.json.Decoder()
 
 
-def _rule(run: Any) -> str:
+def _rule(run: HookRun | _Run) -> str:
     h = run.hook
     what = h.command or h.url or h.callable or h.prompt or h.tool or ""
     return f"{h.type}:{what}"
@@ -204,23 +269,48 @@ def build_view(
         >>> build_view(Outcome(event=ev, settings_id="s")).kind
         'api'
     """
-    ev = outcome.event
-    b = _Bound(redactor or Redactor.default(), max_field)
+    return _build(outcome, seq, redactor, max_field)
+
+
+def _small(text: str, max_field: int) -> bool:
+    """Whether a payload needs no bounding walk: short, shallow and with few items (a JSON
+    text of at most MAX_DEPTH brackets nests at most that deep; one of fewer than MAX_ITEMS
+    commas has fewer items in any one container)."""
+    return (
+        len(text) <= max_field
+        and text.count("{") + text.count("[") <= MAX_DEPTH
+        and text.count(",") < MAX_ITEMS
+    )
+
+
+def _build(o: Outcome | _Outcome, seq: int, redactor: Redactor | None, max_field: int) -> View:
+    ev = o.event
+    red = redactor or Redactor.default()
+    b = _Bound(red, max_field)
     raw: Any
+    exact = True  # decoded by msgspec: valid UTF-8, no lone surrogate anywhere
     try:
         raw = _payload_dec.decode(ev.payload)
     except (msgspec.DecodeError, UnicodeError):
+        exact = False
         try:  # JSON that msgspec refuses, e.g. a lone surrogate escape ("\udcff")
             raw = json.loads(ev.payload)
         except (ValueError, RecursionError):
             raw = {"payload_text": ev.payload}
-    strings: list[str] = []
-    _strings(raw, strings, 0)
-    strings += [ev.event, ev.session_id, ev.host, ev.user, ev.source, outcome.reason or ""]
-    strings += [ev.tool_name or "", ev.tool_use_id or "", ev.cwd or "", *outcome.errors]
-    strings += [_rule(r) for r in outcome.runs]
-    b.skip_redaction_unless(strings)
-    payload = b.tree(raw)
+    rules_all = [_rule(r) for r in o.runs]
+    extras = [ev.event, ev.session_id, ev.host, ev.user, ev.source, o.reason or ""]
+    extras += [ev.tool_name or "", ev.tool_use_id or "", ev.cwd or "", *o.errors, *rules_all]
+    # One look for the patterns' literals over the payload's JSON text and the other
+    # fields; a JSON text without \u escapes holds every literal of its decoded strings.
+    if exact and "\\u" not in ev.payload and red.clear(ev.payload + "\n" + "\n".join(extras)):
+        b.redactor = None
+    else:
+        strings: list[str] = []
+        _strings(raw, strings, 0)
+        b.skip_redaction_unless(strings + extras)
+    # Nothing to redact or cut: the decoded tree as it is, no walk over it.
+    simple = exact and b.redactor is None and _small(ev.payload, max_field)
+    payload = raw if simple else b.tree(raw)
     tool_input = payload.get("tool_input") if isinstance(payload, dict) else None
     ti: dict[str, Any] = tool_input if isinstance(tool_input, dict) else {}
     kind, file_action = tool_kind(ev.tool_name)
@@ -228,10 +318,9 @@ def build_view(
     if kind == "mcp" and ev.tool_name:
         _, _, rest = ev.tool_name.partition("mcp__")
         mcp_server, _, mcp_tool = rest.partition("__")
-    identity = f"{ev.id}\x00{outcome.settings_id}\x00{outcome.replay_id or ''}"
-    decisive = [r for r in outcome.runs if r.outcome == "deny"] or [
-        r for r in outcome.runs if r.decision
-    ]
+    identity = f"{ev.id}\x00{o.settings_id}\x00{o.replay_id or ''}"
+    decisive = [r for r in o.runs if r.outcome == "deny"] or [r for r in o.runs if r.decision]
+    command = ti.get("command")
     return View(
         record_id=hashlib.sha256(identity.encode()).hexdigest()[:32],
         event_id=ev.id,
@@ -247,19 +336,19 @@ def build_view(
         user=b.text(ev.user),
         cwd=b.opt(ev.cwd),
         source=b.text(ev.source),
-        decision=outcome.decision or "none",
-        blocked=outcome.blocked,
-        reason=b.opt(outcome.reason),
-        command=ti.get("command") if isinstance(ti.get("command"), str) else None,
+        decision=o.decision or "none",
+        blocked=o.blocked,
+        reason=b.opt(o.reason),
+        command=command if isinstance(command, str) else None,
         file_path=_str(ti.get("file_path") or ti.get("notebook_path") or ti.get("path")),
         url=_str(ti.get("url")),
         mcp_server=mcp_server,
         mcp_tool=mcp_tool or None,
-        settings_id=outcome.settings_id,
-        posture=outcome.posture,
-        replay_id=outcome.replay_id,
+        settings_id=o.settings_id,
+        posture=o.posture,
+        replay_id=o.replay_id,
         rules=[b.text(_rule(r)) for r in decisive[:16]],
-        errors=[b.text(e) for e in outcome.errors[:16]],
+        errors=[b.text(e) for e in o.errors[:16]],
         payload=payload,
         truncated=b.cut,
         untruncated_size=len(ev.payload),
@@ -283,6 +372,27 @@ def _strings(value: Any, out: list[str], depth: int) -> None:
 
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+_iso_cache: dict[int, str] = {}
+
+
+def iso_ms(ms: int) -> str:
+    """RFC 3339 UTC time with milliseconds of epoch milliseconds `ms` (the second's text is
+    cached: a burst of events shares a few seconds).
+
+    Example:
+        >>> iso_ms(1500)
+        '1970-01-01T00:00:01.500Z'
+    """
+    sec, frac = divmod(ms, 1000)
+    head = _iso_cache.get(sec)
+    if head is None:
+        if len(_iso_cache) > 4096:
+            _iso_cache.clear()
+        head = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _iso_cache[sec] = head
+    return f"{head}.{frac:03d}Z"
 
 
 def file_name(path: str) -> str:

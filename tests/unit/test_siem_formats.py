@@ -19,7 +19,7 @@ from ingest.siem.ecs import to_ecs
 from ingest.siem.formats import FORMATS, format_view
 from ingest.siem.ocsf import to_ocsf
 from ingest.siem.redact import DEFAULT_PATTERNS, Redactor, parse_pattern
-from ingest.siem.view import MAX_FIELD, build_view
+from ingest.siem.view import MAX_FIELD, _Bound, _small, build_view
 
 _SCHEMA = OcsfJsonSchemaEmbedded(get_ocsf_schema(version="1.8.0"))
 _VALIDATORS: dict[int, jsonschema.Draft202012Validator] = {}
@@ -336,3 +336,53 @@ def test_non_json_payload_and_non_utf8_text() -> None:
     for fmt in FORMATS:
         for rec in format_view(fmt, v):
             rec.text.encode("utf-8")
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+    lambda kids: (
+        st.lists(kids, max_size=6) | st.dictionaries(st.text(max_size=8), kids, max_size=6)
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values)
+def test_small_payload_shortcut_is_what_the_walk_gives(value: Any) -> None:
+    """The view keeps a small, secret-free payload as decoded, without walking it: the walk
+    would give the same tree and cut nothing."""
+    text = json.dumps({"hook_event_name": "Stop", "v": value})
+    if _small(text, MAX_FIELD):
+        b = _Bound(Redactor(key=b"k"), MAX_FIELD)
+        b.redactor = None
+        assert b.tree(json.loads(text)) == json.loads(text)
+        assert not b.cut
+
+
+_secretish = st.sampled_from([*SECRETS.values(), "pass", "@", "Bearer ", "ASIA", "\\u0041KIA"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=20) | _secretish, max_size=8))
+def test_clear_text_has_nothing_to_redact(parts: list[str]) -> None:
+    """`clear` says no rule can match: then no part changes under redaction, alone or joined,
+    and the view of a payload holding the parts equals one built with the full scan."""
+    r = Redactor(key=b"k")
+    joined = "\n".join(parts)
+    if r.clear(joined):
+        assert all(r.text(p) == p for p in parts)
+    o = outcome("Bash", {"command": " ".join(parts), "args": parts})
+    fast = build_view(o, redactor=r)
+    slow = build_view(o, redactor=Redactor.build(b"k", [("never", "(?!x)x")]))
+    assert fast.payload == slow.payload and fast.command == slow.command
+
+
+def test_secret_hidden_behind_json_escapes_is_redacted() -> None:
+    """A payload may spell a secret with \\u escapes (AKIA as A\\u004bIA): the literal test on
+    the JSON text cannot see it, so such a payload takes the full scan."""
+    raw = '{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"A\\u004bIAIOSFODNN7EXAMPLE"}}'
+    ev = new_event(json.loads(raw), raw=raw, host="h", user="u")
+    v = build_view(Outcome(event=ev, settings_id="s"), redactor=Redactor(key=b"k"))
+    assert "AKIAIOSFODNN7EXAMPLE" not in (v.command or "")
+    assert (v.command or "").startswith("[REDACTED:aws_access_key:")
