@@ -46,6 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "replay.cli:replay_cmd",
         "Re-evaluate history with other settings and report what would change.",
     ),
+    "replay-join": (
+        "replay.cli:replay_join_cmd",
+        "Be one job of a distributed replay (segments from a JetStream work queue).",
+    ),
     "serve": (
         "ingest.cli_serve:serve_cmd",
         "HTTP gateway for Claude Code http hooks: POST the hook input, get the decision.",

@@ -210,8 +210,15 @@ def _in_processes(req: Request, keep: int) -> JobResult:
                 proc.join()
 
 
-def _run_jobs(req: Request, executors: dict[str, Executor] | None, keep: int) -> JobResult:
-    """Every job's result merged and settled, with the first `keep` changed rows."""
+def _run_jobs(
+    req: Request, executors: dict[str, Executor] | None, keep: int, coordinator: Any = None
+) -> JobResult:
+    """Every job's result merged and settled, with the first `keep` changed rows.
+
+    `coordinator` (`replay.workqueue.Coordinator`): the jobs are processes that join over
+    NATS, on any machine, instead of forked here."""
+    if coordinator is not None:
+        return coordinator.run(req, keep)  # type: ignore[no-any-return]
     if req.jobs > 1 and executors:
         raise ValueError("custom executors need jobs=1 (they cannot be sent to job processes)")
     return _in_process(req, executors, keep) if req.jobs <= 1 else _in_processes(req, keep)
@@ -317,6 +324,7 @@ def replay(
     executors: dict[str, Executor] | None = None,
     max_rows: int = 1000,
     progress: Callable[[str], None] | None = None,
+    coordinator: Any = None,
 ) -> Done:
     """Run a replay end to end: jobs, merge, store, report (see `replay.report`).
 
@@ -337,7 +345,7 @@ def replay(
             target=_report_progress, args=(progress, counter, done, total), daemon=True
         ).start()
     try:
-        merged = _run_jobs(req, executors, max_rows)
+        merged = _run_jobs(req, executors, max_rows, coordinator)
     finally:
         done.set()
     seconds = time.perf_counter() - started

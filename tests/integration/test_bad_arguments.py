@@ -38,6 +38,7 @@ REQUIRED = {
     "--settings": f"project:{POLICY}",
     "--worker": "w1",
     "--to": "s3://bucket/prefix",
+    "--replay-id": "0190c3a2-7b1e-7c3d-9f00-123456789abc",
     "--dir": "keys",
     "--rules": str(REPO / "infra" / "sigma"),
     "statement": "SELECT 1",
