@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -169,8 +170,11 @@ class Receiver:
         self,
         handle: Callable[[str, bytes, dict[str, str]], tuple[int, Any]],
         port: int | None = None,
+        *,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.handle = handle
+        self.tls = tls  # HTTPS with this server context
         self.port = port or free_port()
         self.server: ThreadingHTTPServer | None = None
         self.lock = threading.Lock()
@@ -198,6 +202,8 @@ class Receiver:
 
         ThreadingHTTPServer.allow_reuse_address = True
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), H)
+        if self.tls is not None:
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
@@ -206,3 +212,71 @@ class Receiver:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+
+
+def make_ca(d: Path) -> tuple[Path, Path, Path]:
+    """A CA made for the test and a server certificate it signed for 127.0.0.1/localhost:
+    (CA certificate, server certificate, server key)."""
+    ca_key, ca, key, csr, cert = (
+        d / n for n in ("ca.key", "ca.pem", "srv.key", "srv.csr", "srv.pem")
+    )
+    ext = d / "srv.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n")
+    for cmd in (
+        [
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(ca_key),
+            "-out",
+            str(ca),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=hookaudit test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+        [
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(csr),
+            "-subj",
+            "/CN=localhost",
+        ],
+        [
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca),
+            "-CAkey",
+            str(ca_key),
+            "-CAcreateserial",
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-extfile",
+            str(ext),
+        ],
+    ):
+        subprocess.run(["openssl", *cmd], check=True, capture_output=True)
+    return ca, cert, key
+
+
+def server_context(cert: Path, key: Path) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(cert), str(key))
+    return ctx
