@@ -1,1 +1,38 @@
-"""hookaudit package."""
+"""The command line: the root click group (`hookaudit.cli`), which loads each package's `cli.py` lazily, and the shared options (`hookaudit.options`).
+
+The public surface is `__all__`; each name is loaded from its module on first use (PEP
+562), so importing one module of the package (`hookaudit emit` starts without the other commands) loads nothing else.
+
+Example:
+    >>> import hookaudit
+    >>> hookaudit.main.__name__
+    'main'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hookaudit.cli import main
+    from hookaudit.options import data_dir_option, fail
+
+__all__ = [
+    "data_dir_option",
+    "fail",
+    "main",
+]
+
+_WHERE = {
+    "data_dir_option": "hookaudit.options",
+    "fail": "hookaudit.options",
+    "main": "hookaudit.cli",
+}
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(where), name)

@@ -1,1 +1,57 @@
-"""hookaudit package."""
+"""The stream: emit and serve put hook events on NATS, the worker decides and appends to the log (`ingest.log`).
+
+The public surface is `__all__`; each name is loaded from its module on first use (PEP
+562), so importing one module of the package (`hookaudit emit` imports `ingest.emit` on every tool call) loads nothing else.
+
+Example:
+    >>> import ingest
+    >>> ingest.Worker.__name__
+    'Worker'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ingest.emit import EmitOptions
+    from ingest.nats import ConnectOptions, Names, connect, names, provision
+    from ingest.natsopts import NatsArgs, connect_options
+    from ingest.serve import HttpServer, ServeOptions
+    from ingest.worker import Worker
+
+__all__ = [
+    "ConnectOptions",
+    "EmitOptions",
+    "HttpServer",
+    "Names",
+    "NatsArgs",
+    "ServeOptions",
+    "Worker",
+    "connect",
+    "connect_options",
+    "names",
+    "provision",
+]
+
+_WHERE = {
+    "ConnectOptions": "ingest.nats",
+    "EmitOptions": "ingest.emit",
+    "HttpServer": "ingest.serve",
+    "Names": "ingest.nats",
+    "NatsArgs": "ingest.natsopts",
+    "ServeOptions": "ingest.serve",
+    "Worker": "ingest.worker",
+    "connect": "ingest.nats",
+    "connect_options": "ingest.natsopts",
+    "names": "ingest.nats",
+    "provision": "ingest.nats",
+}
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(where), name)

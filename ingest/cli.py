@@ -13,22 +13,19 @@ from typing import Any, TypeVar
 import click
 
 from engine.errors import HookauditError
-from ingest.protocol import default_data_dir
+from hookaudit.options import data_dir_option, default_data_dir, fail
 
-__all__ = ["connection_options", "log_group", "nats_group", "verify_cmd", "worker_cmd"]
+__all__ = [
+    "connection_options",
+    "data_dir_option",  # from hookaudit.options, re-exported for the ingest commands
+    "fail",
+    "log_group",
+    "nats_group",
+    "verify_cmd",
+    "worker_cmd",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def data_dir_option(f: F) -> F:
-    return click.option(
-        "--data-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        envvar="HOOKAUDIT_DATA_DIR",
-        help="Where the log, spool and embedded NATS live (env HOOKAUDIT_DATA_DIR; "
-        "default ~/.local/share/hookaudit).",
-    )(f)
 
 
 def connection_options(f: F) -> F:
@@ -43,11 +40,6 @@ def build_connect(data_dir: Path, args: Any, role: str, **kw: Any) -> Any:
     from ingest.natsopts import connect_options
 
     return connect_options(args, data_dir, role, **kw)  # type: ignore[arg-type]
-
-
-def fail(message: str) -> None:
-    click.echo(f"hookaudit: {message}", err=True)
-    sys.exit(1)
 
 
 @click.group("nats")

@@ -21,12 +21,10 @@ Example:
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import msgspec
 
 from engine.records import Outcome
+from ingest.log.layout import default_data_dir  # re-exported: emit and the CLIs use it
 from ingest.log.lines import idempotency_key
 
 __all__ = [
@@ -73,12 +71,3 @@ def reply_subject_ok(subject: str) -> bool:
         and ".." not in subject
         and not subject.endswith(".")
     )
-
-
-def default_data_dir() -> Path:
-    """``$HOOKAUDIT_DATA_DIR``, else ``$XDG_DATA_HOME/hookaudit`` (``~/.local/share/hookaudit``)."""
-    env = os.environ.get("HOOKAUDIT_DATA_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_DATA_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "hookaudit"

@@ -17,8 +17,7 @@ from typing import Any
 
 import click
 
-from ingest.cli import data_dir_option, fail
-from ingest.protocol import default_data_dir
+from hookaudit.options import data_dir_option, default_data_dir, fail
 from queries.catalog import Catalog, NamedQuery, QueryError, bind_params, load_catalog
 from queries.output import check_writable, output_options, write_result
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import click
 
-from ingest.cli import data_dir_option, fail
-from ingest.protocol import default_data_dir
+from hookaudit.options import data_dir_option, default_data_dir, fail
 
 __all__ = ["detect_cmd"]
 

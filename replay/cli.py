@@ -236,7 +236,7 @@ def replay_cmd(
       hookaudit replay --settings project:new.json --distribute --nats nats://nats:4222
     """
     from engine.sources import parse_scoped
-    from ingest.protocol import default_data_dir
+    from hookaudit.options import default_data_dir
     from replay import render
     from replay.answers import Policy
     from replay.jobs import replay

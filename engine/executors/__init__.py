@@ -1,1 +1,50 @@
-"""hookaudit package."""
+"""Executors: run one hook and report what was observed (`engine.effects.Executor`).
+
+The public surface is `__all__`; each name is loaded from its module on first use (PEP
+562), so importing one module of the package (the engine creates only the executors a process needs) loads nothing else.
+
+Example:
+    >>> import engine.executors
+    >>> engine.executors.FakeExecutor.__name__
+    'FakeExecutor'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.executors.command import CommandExecutor
+    from engine.executors.fake import FakeExecutor
+    from engine.executors.http import HttpExecutor
+    from engine.executors.llm import LlmExecutor
+    from engine.executors.mcp import McpExecutor, load_mcp_config
+    from engine.executors.python import PythonExecutor
+
+__all__ = [
+    "CommandExecutor",
+    "FakeExecutor",
+    "HttpExecutor",
+    "LlmExecutor",
+    "McpExecutor",
+    "PythonExecutor",
+    "load_mcp_config",
+]
+
+_WHERE = {
+    "CommandExecutor": "engine.executors.command",
+    "FakeExecutor": "engine.executors.fake",
+    "HttpExecutor": "engine.executors.http",
+    "LlmExecutor": "engine.executors.llm",
+    "McpExecutor": "engine.executors.mcp",
+    "PythonExecutor": "engine.executors.python",
+    "load_mcp_config": "engine.executors.mcp",
+}
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(where), name)

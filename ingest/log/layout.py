@@ -40,6 +40,7 @@ __all__ = [
     "Segment",
     "SegmentKind",
     "check_worker",
+    "default_data_dir",
     "has_log",
     "keys_path",
     "lock_path",
@@ -57,6 +58,16 @@ __all__ = [
     "stamp_name",
     "workers",
 ]
+
+
+def default_data_dir() -> Path:
+    """``$HOOKAUDIT_DATA_DIR``, else ``$XDG_DATA_HOME/hookaudit`` (``~/.local/share/hookaudit``)."""
+    env = os.environ.get("HOOKAUDIT_DATA_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "hookaudit"
+
 
 SegmentKind = Literal["active", "sealed"]
 LOCK_NAME = ".lock"

@@ -1,0 +1,80 @@
+"""The layering of the README's "Code map", as import contracts (pyproject.toml,
+``[tool.importlinter]``), checked here with import-linter over the real import graph.
+
+The engine imports nothing of ours; the log (`ingest.log`) imports neither NATS nor the
+CLI; queries and replay import neither the stream (the NATS side of `ingest`) nor the
+CLI. A contract that names a module which does not exist would pass for nothing, so
+every forbidden module must be importable, and one contract known to be broken (the
+worker's CLI does import NATS) must be reported broken.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pkgutil
+import tomllib
+from pathlib import Path
+
+import pytest
+from importlinter.cli import lint_imports
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "pyproject.toml"
+
+
+def contracts() -> list[dict[str, object]]:
+    doc = tomllib.loads(CONFIG.read_text())
+    found: list[dict[str, object]] = doc["tool"]["importlinter"]["contracts"]
+    return found
+
+
+def test_the_contracts_are_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(ROOT)
+    names = [str(c["name"]) for c in contracts()]
+    assert len(names) == 3, names
+    code = lint_imports(config_filename=str(CONFIG), cache_dir=str(tmp_path), no_logo=True)
+    assert code == 0, "an import breaks the layering: run lint-imports to see which"
+
+
+def test_every_forbidden_module_exists() -> None:
+    for c in contracts():
+        for name in [*c["source_modules"], *c["forbidden_modules"]]:  # type: ignore[misc]
+            assert importlib.util.find_spec(name) is not None, f"{c['name']}: {name}"
+
+
+def test_a_broken_contract_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "broken.toml"
+    config.write_text(
+        '[tool.importlinter]\nroot_packages = ["ingest"]\ninclude_external_packages = true\n'
+        '[[tool.importlinter.contracts]]\nname = "x"\ntype = "forbidden"\n'
+        'source_modules = ["ingest.cli"]\nforbidden_modules = ["nats"]\n'
+    )
+    monkeypatch.chdir(ROOT)
+    code = lint_imports(config_filename=str(config), cache_dir=str(tmp_path), no_logo=True)
+    assert code == 1
+
+
+PACKAGES = [
+    "engine",
+    "engine.executors",
+    "ingest",
+    "ingest.log",
+    "ingest.siem",
+    "queries",
+    "replay",
+    "hookaudit",
+]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_each_package_names_its_public_surface(name: str) -> None:
+    pkg = importlib.import_module(name)
+    surface = pkg.__all__
+    assert surface and len(set(surface)) == len(surface)
+    # a name of a submodule would be shadowed by it once the submodule is imported
+    clash = {m.name for m in pkgutil.iter_modules(pkg.__path__)} & set(surface)
+    assert not clash, clash
+    for item in surface:
+        assert getattr(pkg, item) is not None, f"{name}.{item}"
+    with pytest.raises(AttributeError):
+        _ = pkg.no_such_name
