@@ -390,7 +390,7 @@ def replay_join_cmd(replay_id: str, data_dir: Path | None, timeout: float, **kw:
     Example:
       hookaudit replay-join --replay-id 0190c3a2-… --nats nats://nats:4222 --data-dir /mnt/log
     """
-    from ingest.protocol import default_data_dir
+    from hookaudit.options import default_data_dir
     from replay.workqueue import join
 
     connect = _connect(data_dir or default_data_dir(), kw)
