@@ -59,12 +59,19 @@ def _uid(value: str) -> int:
     help="Public key(s) whose signed decisions are accepted (env HOOKAUDIT_WORKER_KEY). "
     "Default: <data-dir>/nats/auth/reply.pub, re-read when it changes.",
 )
+@click.option(
+    "--print-command",
+    is_flag=True,
+    help="Print the leanest emit command for settings.json (python -I -S on "
+    "ingest/fastemit.py: no site, no imports beyond the standard library) and exit.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every connection and flush.")
 def relay_cmd(
     socket_path: Path | None,
     allow_users: tuple[str, ...],
     socket_mode: str,
     worker_key: str | None,
+    print_command: bool,
     verbose: bool,
     **kw: Any,
 ) -> None:
@@ -80,11 +87,23 @@ def relay_cmd(
     emit in turn refuses a relay that does not run as its own uid (or
     HOOKAUDIT_RELAY_UID).
 
+    `hookaudit emit` itself takes the fast path. For the lowest cost per tool call
+    (no site-packages scan, which an editable install makes slow), put the line
+    `hookaudit relay --print-command` prints in settings.json instead.
+
     \b
     Example:
       hookaudit relay --data-dir ~/.local/share/hookaudit &
+      hookaudit relay --print-command    # /…/python3 -I -S /…/ingest/fastemit.py
       echo '{"hook_event_name":"Stop","session_id":"s"}' | hookaudit emit --wait
     """
+    if print_command:
+        import shlex
+
+        import ingest.fastemit
+
+        click.echo(shlex.join([sys.executable, "-I", "-S", ingest.fastemit.__file__]))
+        return
     from engine.errors import HookauditError
     from ingest.cli_emit import _target
     from ingest.relay import Relay, default_socket

@@ -327,10 +327,17 @@ def direct(argv: list[str], raw: bytes | None) -> None:
     Under ``python -S`` the installed packages are not on sys.path yet: `site` is run
     first. Does not return (the command exits).
     """
+    here = os.path.dirname(os.path.abspath(__file__))
+    # Run as a script (``python -I -S .../ingest/fastemit.py``), sys.path[0] is ingest/,
+    # whose nats.py would shadow nats-py: the package root goes there instead.
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     if "site" not in sys.modules:
         import site
 
         site.main()
+    root = os.path.dirname(here)
+    if root not in sys.path:
+        sys.path.insert(0, root)
     if raw is not None:
         stdin = _chain(raw, sys.stdin.buffer if sys.stdin is not None else None)
         sys.stdin = io.TextIOWrapper(io.BufferedReader(stdin))
@@ -403,3 +410,7 @@ def _has_fd(fd: int) -> bool:
     except OSError:
         return False
     return True
+
+
+if __name__ == "__main__":  # python -I -S .../ingest/fastemit.py ARGS (the leanest hook)
+    main(sys.argv[1:])
