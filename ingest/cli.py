@@ -322,6 +322,7 @@ def worker_cmd(
                     "appended": stats.appended,
                     "duplicates": stats.duplicates,
                     "rejected": stats.rejected,
+                    "anchors": stats.anchors,
                 }
             ),
             err=True,
@@ -336,15 +337,24 @@ def worker_cmd(
 @click.command("verify")
 @data_dir_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def verify_cmd(data_dir: Path | None, fmt: str) -> None:
+@click.option(
+    "--anchors",
+    is_flag=True,
+    help="Also check every chain head the workers anchored on NATS (stream HOOK_ANCHORS): "
+    "catches a log rewritten with recomputed hashes, re-keyed, or cut short.",
+)
+@connection_options
+def verify_cmd(data_dir: Path | None, fmt: str, anchors: bool, **kw: Any) -> None:
     """Recompute every hash chain and manifest; exit 1 naming the first broken record.
 
     Set HOOKAUDIT_LOG_KEY to also check the batch and manifest HMAC signatures. A data
     dir without a log is a failure (exit 1), so a mistyped path cannot pass a CI gate.
+    With --anchors the local chains must also match every head anchored off the host.
 
     \b
     Example:
       hookaudit verify --data-dir ./data
+      hookaudit verify --data-dir ./data --anchors --nats nats://nats:4222 --nkey analyst.nk
     """
     from ingest.log import has_log, verify
 
@@ -354,6 +364,29 @@ def verify_cmd(data_dir: Path | None, fmt: str) -> None:
     if not has_log(d):
         fail(f"{d}: no log here ({d / 'log'} holds no worker chain): nothing to verify")
     report = verify(d)
+    if anchors:
+        import msgspec
+
+        from ingest.log.anchors import check_anchors
+        from ingest.natsopts import NatsArgs
+
+        args = NatsArgs.pop(kw)
+        try:
+            fetched = asyncio.run(_fetch_anchors(d, args))
+        except HookauditError as exc:
+            fail(f"--anchors: {exc}")
+        checked = check_anchors(d, fetched)
+        if checked.errors:
+            errors = [*report.errors, *checked.errors]
+            report = msgspec.structs.replace(
+                report, ok=False, errors=errors, first_error=report.first_error or str(errors[0])
+            )
+        lag = ", ".join(f"{w} to seq {s} (+{checked.unanchored.get(w, 0)} not yet)"
+                        for w, s in sorted(checked.last_anchored.items()))  # fmt: skip
+        report.notes.append(
+            f"anchors: {checked.checked} of {len(fetched)} anchored heads match"
+            + (f"; anchored: {lag}" if lag else "; nothing anchored")
+        )
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
     elif report.ok:
@@ -368,6 +401,16 @@ def verify_cmd(data_dir: Path | None, fmt: str) -> None:
         for note in report.notes:
             click.echo(f"note: {note}", err=not report.ok)
     sys.exit(0 if report.ok else 1)
+
+
+async def _fetch_anchors(d: Path, args: Any) -> list[bytes]:
+    from ingest.nats import fetch_anchors, names
+
+    nc = await build_connect(d, args, "analyst").connect()
+    try:
+        return await fetch_anchors(nc.jetstream(), names(args.prefix))
+    finally:
+        await nc.close()
 
 
 @click.group("log")

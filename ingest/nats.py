@@ -36,6 +36,7 @@ from engine.errors import ProvisionError, Unavailable
 from ingest.natsconn import ConnectOptions, connect, describe, publish_error, split_urls
 
 __all__ = [
+    "ANCHORS_STREAM",
     "EVENTS_STREAM",
     "EVENTS_SUBJECTS",
     "OUTCOMES_STREAM",
@@ -45,9 +46,11 @@ __all__ = [
     "Names",
     "ProvisionError",
     "Unavailable",
+    "anchor_subject",
     "connect",
     "describe",
     "event_subject",
+    "fetch_anchors",
     "names",
     "outcome_subject",
     "provision",
@@ -61,6 +64,8 @@ _log = logging.getLogger("hookaudit.nats")
 EVENTS_STREAM = "HOOK_EVENTS"
 EVENTS_SUBJECTS = "hooks.events.>"
 OUTCOMES_STREAM = "HOOK_OUTCOMES"
+# one message per appended batch: (worker, last seq, chain head), kept off the host
+ANCHORS_STREAM = "HOOK_ANCHORS"
 OUTCOMES_SUBJECTS = "hooks.outcomes.>"
 WORKER_CONSUMER = "workers"
 
@@ -93,6 +98,8 @@ class Names:
     events_prefix: str = "hooks.events"
     outcomes_prefix: str = "hooks.outcomes"
     worker_consumer: str = WORKER_CONSUMER
+    anchors_stream: str = ANCHORS_STREAM
+    anchors_prefix: str = "hooks.anchors"
 
     @property
     def events_subjects(self) -> str:
@@ -121,6 +128,8 @@ def names(prefix: str = "") -> Names:
         outcomes_stream=f"{up}_{OUTCOMES_STREAM}",
         events_prefix=f"{low}.hooks.events",
         outcomes_prefix=f"{low}.hooks.outcomes",
+        anchors_stream=f"{up}_{ANCHORS_STREAM}",
+        anchors_prefix=f"{low}.hooks.anchors",
     )
 
 
@@ -145,6 +154,16 @@ def event_subject(names: Names, event_name: str) -> str:
         'hooks.events.Stop'
     """
     return f"{names.events_prefix}.{subject_token(event_name)}"
+
+
+def anchor_subject(names: Names, worker: str) -> str:
+    """The subject a worker publishes its chain heads on.
+
+    Example:
+        >>> anchor_subject(Names(), "host-1")
+        'hooks.anchors.host-1'
+    """
+    return f"{names.anchors_prefix}.{subject_token(worker)}"
 
 
 def outcome_subject(names: Names, event_name: str, decision: str) -> str:
@@ -184,6 +203,17 @@ def _stream_configs(
             name=n.outcomes_stream,
             description="hookaudit: decisions, after they are appended to the log",
             subjects=[n.outcomes_subjects],
+            **common,
+        ),
+        # The log's chain heads, outside the host that writes the log: nobody may delete
+        # or purge them (not even the worker role), so `verify --anchors` can tell a
+        # rewritten or cut history from the one that was anchored.
+        js_api.StreamConfig(
+            name=n.anchors_stream,
+            description="hookaudit: chain heads of the log, one per appended batch",
+            subjects=[f"{n.anchors_prefix}.>"],
+            deny_delete=True,
+            deny_purge=True,
             **common,
         ),
     )
@@ -318,3 +348,26 @@ async def provision(
     for config in _stream_configs(n, replicas, duplicate_window):
         await _ensure_stream(js, config)
     await _ensure_consumer(js, n.events_stream, _worker_config(n, ack_wait))
+
+
+async def fetch_anchors(js: JetStreamContext, n: Names, *, limit: int = 10_000_000) -> list[bytes]:
+    """Every anchor message's data, oldest first (one message get each: analyst role).
+
+    Example:
+        >>> len(await fetch_anchors(nc.jetstream(), names()))  # doctest: +SKIP
+        12
+    """
+    try:
+        info = await js.stream_info(n.anchors_stream)
+    except js_errors.NotFoundError as exc:
+        raise Unavailable(f"stream {n.anchors_stream} does not exist: nothing anchored") from exc
+    out: list[bytes] = []
+    first, last = info.state.first_seq, info.state.last_seq
+    for seq in range(max(1, first), min(last, first + limit - 1) + 1):
+        try:
+            msg = await js.get_msg(n.anchors_stream, seq)
+        except js_errors.NotFoundError:
+            continue
+        if msg.data:
+            out.append(msg.data)
+    return out

@@ -81,11 +81,14 @@ def permissions(role: Role, prefixes: tuple[str, ...] = ("",)) -> Permissions:
         {'allow': ['hooks.events.>']}
     """
     pub: list[str] = []
+    # a worker may not change the anchors stream either: new limits would evict old heads
+    frozen = [f"$JS.API.STREAM.UPDATE.{out.replace('_OUTCOMES', '_ANCHORS')}"
+              for _, _, out, _ in map(_names, prefixes)]  # fmt: skip
     for ev, ev_subj, out, out_subj in map(_names, prefixes):
         if role == "emitter":
             pub += [ev_subj]
         elif role == "worker":
-            pub += [f"$JS.ACK.{ev}.>", out_subj]
+            pub += [f"$JS.ACK.{ev}.>", out_subj, out_subj.replace(".outcomes.", ".anchors.")]
         elif role == "siem":
             pub += [
                 f"$JS.API.STREAM.INFO.{out}",
@@ -99,7 +102,8 @@ def permissions(role: Role, prefixes: tuple[str, ...] = ("",)) -> Permissions:
     if role == "emitter":
         return {"publish": {"allow": pub}, **inbox}
     if role == "worker":
-        return {"publish": {"allow": ["$JS.API.>", *pub, "_INBOX.>"], "deny": _NO_DESTROY}, **inbox}
+        allow = ["$JS.API.>", *pub, "_INBOX.>"]
+        return {"publish": {"allow": allow, "deny": [*_NO_DESTROY, *frozen]}, **inbox}
     if role == "siem":
         return {"publish": {"allow": ["$JS.API.INFO", *pub]}, **inbox}
     analyst = [

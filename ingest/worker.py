@@ -48,7 +48,8 @@ from engine.run import Engine
 from engine.sources import Effective, load_sources
 from ingest.admit import Admitted, admit, experienced, observed, record_only, rejected
 from ingest.log import LogWriter, idempotency_key
-from ingest.nats import ConnectOptions, Names, outcome_subject, provision
+from ingest.log.anchors import Anchor, encode_anchor
+from ingest.nats import ConnectOptions, Names, anchor_subject, outcome_subject, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply, reply_subject_ok
 from ingest.puback import AckWaiter
 from ingest.pull import Puller
@@ -73,6 +74,7 @@ class WorkerStats:
     rejected: int = 0
     replies: int = 0
     batches: int = 0
+    anchors: int = 0  # chain heads published (`ingest.log.anchors`)
     started: float = field(default_factory=time.time)
 
 
@@ -130,6 +132,7 @@ class Worker:
         self._open = 0  # events fetched and not yet acked or terminated
         self._room = asyncio.Event()
         self._ready: list[tuple[Any, HookEvent, Outcome]] = []
+        self._anchor_failing = False
         self._ready_signal = asyncio.Event()
         self._evals: set[asyncio.Task[None]] = set()
         self._publishing: set[asyncio.Task[None]] = set()
@@ -375,7 +378,9 @@ class Worker:
                 raise
             # Publishing outcomes and acking overlaps the next commit: these events are
             # durable, and they are acked only once JetStream has stored every outcome.
-            task = asyncio.create_task(self._publish_and_ack(nc, acks, events, final))
+            anchor = Anchor(worker=self.writer.worker, seq=self.writer.last_seq,
+                            head=self.writer.head)  # fmt: skip
+            task = asyncio.create_task(self._publish_and_ack(nc, acks, events, final, anchor))
             self._publishing.add(task)
             task.add_done_callback(self._publishing.discard)
             if len(self._publishing) >= self.pipeline:
@@ -471,6 +476,7 @@ class Worker:
         acks: AckWaiter,
         events: list[tuple[Any, HookEvent]],
         final: list[Outcome],
+        anchor: Anchor | None = None,
     ) -> None:
         try:
             futures = []
@@ -488,10 +494,31 @@ class Worker:
             await nc.flush()
         finally:
             self._release(len(events))
+        if anchor is not None and anchor.seq > 0:
+            await self._anchor(acks, anchor)
         self.stats.events += len(events)
         self.stats.batches += 1
         if self.on_batch is not None:
             self.on_batch(self.stats)
+
+    async def _anchor(self, acks: AckWaiter, anchor: Anchor) -> None:
+        """Publish the chain head after a batch (`ingest.log.anchors`). Best effort: the
+        events are acked already, and a head not anchored only leaves `verify --anchors`
+        less to compare; a failure is logged once until anchoring works again."""
+        subject = anchor_subject(self.names, anchor.worker)
+        headers = {MSG_ID: f"anchor:{anchor.worker}:{anchor.seq}:{anchor.head[:16]}"}
+        try:
+            fut = await acks.publish(subject, encode_anchor(anchor), headers)
+            await acks.wait([fut], timeout=10.0)
+        except Exception as exc:
+            if not self._anchor_failing:
+                _log.warning("chain head not anchored on %s (seq %d): %s", subject, anchor.seq, exc)
+            self._anchor_failing = True
+        else:
+            if self._anchor_failing:
+                _log.warning("chain heads anchored again (seq %d)", anchor.seq)
+            self._anchor_failing = False
+            self.stats.anchors += 1
 
     def _admit(self, msg: Any) -> Admitted:
         admitted = admit(

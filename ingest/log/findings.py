@@ -18,7 +18,15 @@ from engine.errors import LogCorrupt
 __all__ = ["ErrorKind", "VerifyError", "VerifyReport", "WorkerReport"]
 
 ErrorKind = Literal[
-    "edited", "removed", "reordered", "truncated", "deleted", "hmac", "manifest", "corrupt"
+    "edited",
+    "removed",
+    "reordered",
+    "truncated",
+    "deleted",
+    "hmac",
+    "manifest",
+    "corrupt",
+    "anchor",
 ]
 
 
@@ -28,7 +36,7 @@ class VerifyError(msgspec.Struct, frozen=True, kw_only=True):
     kinds: edited (content changed), removed / reordered (chain or seq break), truncated
     (records missing at a segment's end, torn line), deleted (segment gone), hmac (a
     manifest line not signed by the key), manifest (listing inconsistent), corrupt
-    (unreadable).
+    (unreadable), anchor (the chain does not match a head anchored outside the host).
     """
 
     file: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import nats.errors
@@ -248,3 +249,39 @@ async def test_analyst_is_read_only(auth_dir: Path, session: Session) -> None:
     assert session.violated('Publish to "hooks.events.Stop"'), session.errors
     assert (await js.stream_info(ha_nats.EVENTS_STREAM)).state.messages == before
     print("analyst: stream info ok; publish and purge denied")
+
+
+async def test_a_worker_cannot_remove_or_shrink_the_anchored_heads(
+    auth_dir: Path, session: Session
+) -> None:
+    """The worker's key (on the host the anchors guard against) may add heads, never drop
+    them: no purge, no delete, no stream update (new limits would evict old heads)."""
+    await session.open(auth_dir, "worker")
+    js = session.nc.jetstream(timeout=1.0)
+    await js.publish(
+        ha_nats.anchor_subject(ha_nats.Names(), "w-test"),
+        b'{"worker":"w-test","seq":1,"head":"00"}',
+    )
+    info = await js.stream_info(ha_nats.ANCHORS_STREAM)
+    before = info.state.messages
+    assert before >= 1 and info.config.deny_delete and info.config.deny_purge
+    shrunk = config_with(info.config, max_msgs=1)
+    for attempt in (
+        lambda: js.purge_stream(ha_nats.ANCHORS_STREAM),
+        lambda: js.delete_stream(ha_nats.ANCHORS_STREAM),
+        lambda: js.delete_msg(ha_nats.ANCHORS_STREAM, 1),
+        lambda: js.update_stream(shrunk),
+    ):
+        with pytest.raises((nats.errors.Error, asyncio.TimeoutError)):
+            await attempt()
+    await _settle(session.nc)
+    assert session.violated("$JS.API.STREAM.UPDATE.HOOK_ANCHORS"), session.errors
+    after = await js.stream_info(ha_nats.ANCHORS_STREAM)
+    assert after.state.messages == before and after.config.max_msgs != 1
+    print(f"worker: anchor published; purge, delete, msg delete, update denied; {before} kept")
+
+
+def config_with(config: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(config, **changes)

@@ -1,0 +1,85 @@
+"""Chain heads anchored on NATS catch a log rewritten on the host, hashes recomputed and
+re-keyed, and a log cut short, which the local `verify` cannot see."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+from nats.aio.client import Client
+
+from ingest import nats as ha_nats
+from ingest.log import LogWriter, iter_outcomes
+from tests.conftest import NatsServer
+from tests.integration.test_pipeline import publish, start_worker, stop, wait_for, write_settings
+
+
+def verify(data: Path, url: str, prefix: str, key: str, *extra: str) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    argv = [sys.executable, "-m", "hookaudit", "verify", "--data-dir", str(data), *extra]
+    if "--anchors" in extra:
+        argv += ["--nats", url, "--prefix", prefix]
+    env = {"HOOKAUDIT_LOG_KEY": key, "PATH": "/usr/bin:/bin"}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, check=False)
+
+
+def rewrite(data: Path, worker: str, keep: int | None, flip: int | None) -> int:
+    """What a host attacker does: the log read, one decision flipped (or the newest records
+    dropped), written again from scratch by hookaudit's own writer (fresh hashes, a new key)."""
+    outs = [o for o in iter_outcomes(data) if o.worker == worker]
+    if flip is not None:
+        o = outs[flip]
+        outs[flip] = msgspec.structs.replace(o, blocked=not o.blocked, decision="allow",
+                                              reason="rewritten")  # fmt: skip
+    outs = outs[:keep]
+    shutil.rmtree(data / "log")
+    fresh = [msgspec.structs.replace(o, seq=0, prev_hash="", hash="", worker="") for o in outs]
+    with LogWriter.open(data, worker, key=b"attacker's own key") as w:
+        for i in range(0, len(fresh), 16):
+            w.append_batch(fresh[i : i + 16])
+    return len(outs)
+
+
+async def test_a_rewritten_and_rekeyed_log_fails_verify_anchors(
+    nats_server: NatsServer, names: ha_nats.Names, nc: Client, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    key = "the worker's log key"
+    monkeypatch.setenv("HOOKAUDIT_LOG_KEY", key)
+    data = tmp_path / "data"
+    worker = start_worker(data, nats_server.url, names.prefix, write_settings(tmp_path),
+                          "--name", "w1")  # fmt: skip
+    try:
+        ids = await publish(nc, names, 6)
+        await wait_for(lambda: sum(1 for _ in iter_outcomes(data)) >= len(ids))
+    finally:
+        summary = json.loads(stop(worker).strip().splitlines()[-1])
+    assert summary["anchors"] > 0
+    anchored = await ha_nats.fetch_anchors(nc.jetstream(), names)
+    assert len(anchored) == summary["anchors"]
+
+    ok = verify(data, nats_server.url, names.prefix, key, "--anchors")
+    assert ok.returncode == 0, ok.stderr
+    assert f"{summary['anchors']} of {summary['anchors']} anchored heads match" in ok.stdout
+
+    n_total = rewrite(data, "w1", keep=None, flip=3)
+    assert n_total == len(ids)
+    local = verify(data, nats_server.url, names.prefix, "attacker's own key")
+    assert local.returncode == 0, local.stderr  # every hash and HMAC recomputed: locally fine
+    caught = verify(data, nats_server.url, names.prefix, "attacker's own key", "--anchors")
+    assert caught.returncode == 1
+    assert "history rewritten since it was anchored" in caught.stderr, caught.stderr
+
+    n_cut = rewrite(data, "w1", keep=len(ids) - 20, flip=None)  # the newest records cut off
+    local = verify(data, nats_server.url, names.prefix, "attacker's own key")
+    assert local.returncode == 0, local.stderr
+    cut = verify(data, nats_server.url, names.prefix, "attacker's own key", "--anchors")
+    assert cut.returncode == 1 and "have no record here" in cut.stderr, cut.stderr
+    print(f"anchors: {summary['anchors']} heads anchored for {len(ids)} events; a rewrite "
+          f"(1 decision flipped, {n_total} records re-hashed, re-keyed) and a cut "
+          f"({len(ids) - n_cut} newest records dropped) pass local verify, both fail "
+          "verify --anchors")  # fmt: skip
