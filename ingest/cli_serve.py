@@ -208,6 +208,7 @@ def serve_cmd(
         max_pending=max_pending,
         token=token or None,
         provision=provision,
+        data_dir=d,
         limits=Limits(
             header_timeout=header_timeout,
             body_timeout=body_timeout,

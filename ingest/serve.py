@@ -50,6 +50,7 @@ import re
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -67,17 +68,21 @@ from ingest.nats import ConnectOptions, Names, event_subject, provision, publish
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply
 from ingest.rejects import rejection
 from ingest.replysig import Verifier
+from ingest.spool import Sent, Spool, has_pending
 
 __all__ = [
     "Gateway",
     "HttpServer",
+    "NotPublished",
     "ServeApp",
     "ServeOptions",
     "blocking_object",
     "check_listen",
     "clean_header",
     "failure_answer",
+    "flush_spool",
     "parse_listen",
+    "publish_event",
     "render",
 ]
 
@@ -179,6 +184,8 @@ class ServeOptions:
     #: Trusted worker keys: only a reply signed by one of them decides (None: unsigned ok).
     verifier: Verifier | None = None
     limits: Limits = field(default_factory=Limits)
+    #: Where to spool what serve answered by itself while NATS is down (None: nowhere).
+    data_dir: Path | None = None
 
     def __post_init__(self) -> None:
         check_listen(self.host, self.token)
@@ -194,6 +201,10 @@ def _url(host: str, port: int) -> str:
 
 
 # -- the NATS side ---------------------------------------------------------------------
+
+
+class NotPublished(Unavailable):
+    """The event never reached JetStream (NATS down, the publish refused): no record yet."""
 
 
 class Gateway:
@@ -265,7 +276,7 @@ class Gateway:
     async def decide(self, event: HookEvent) -> Reply:
         """Publish `event` and wait for its Reply; `Unavailable` says why there is none."""
         if not self.nc.is_connected:
-            raise Unavailable(f"NATS is {self.status}")
+            raise NotPublished(f"NATS is {self.status}")
         if len(self.pending) >= self.max_pending:
             raise Unavailable(f"{len(self.pending)} requests already waiting (--max-pending)")
         if event.id in self.pending:
@@ -283,7 +294,7 @@ class Gateway:
                 except nats.errors.TimeoutError:
                     raise  # the decision's deadline says it, below
                 except nats.errors.Error as exc:
-                    raise publish_error(exc, subject, self.timeout) from exc
+                    raise NotPublished(str(publish_error(exc, subject, self.timeout))) from exc
                 return await fut
         except TimeoutError as exc:
             raise Unavailable(f"no decision within {self.timeout:g} s") from exc
@@ -452,11 +463,14 @@ class ServeApp:
         return answer, [(b"x-hookaudit-event-id", event.id.encode())]
 
     async def _decide(self, event: HookEvent) -> bytes:
+        published = True
         try:
             reply = await self.gateway.decide(event)
             if reply.outcome is None:
                 raise Unavailable(f"worker error: {reply.error or 'no outcome'}")
             return render(reply.outcome)
+        except NotPublished as exc:
+            why, published = str(exc), False
         except Unavailable as exc:
             why = str(exc)
         except Exception as exc:  # a bug must not turn into a 500, which fails open
@@ -472,31 +486,36 @@ class ServeApp:
             blocked=blocked,
             decision=("deny" if event.event == "PreToolUse" else "block") if blocked else None,
             reason=f"hookaudit: no decision ({why}); failing {self.options.fail}",
-            notice=True,
+            # Published: the worker records the event, this notice says what the agent got.
+            # Never published: the event itself carries the answer (as emit's spool does).
+            notice=published,
         )
         self._record(msgspec.structs.replace(event, fallback=fb))
         return answer
 
     def _record(self, event: HookEvent) -> None:
-        """Tell the log what serve answered by itself (a fallback notice, or the stub of
-        refused input), in the background and best effort: the answer never waits for it,
-        and with NATS down there is nowhere to record it (serve keeps no spool)."""
-        if not self.gateway.nc.is_connected:
-            return
+        """Tell the log what serve answered by itself (a fallback, or the stub of refused
+        input), in the background: the answer never waits for it. With NATS down, or when
+        publishing it fails, it goes to the data dir's spool (flushed when NATS is back)."""
         task = asyncio.ensure_future(self._publish_record(event))
         self._records.add(task)
         task.add_done_callback(self._records.discard)
 
     async def _publish_record(self, event: HookEvent) -> None:
-        notice = event.fallback is not None and event.fallback.notice
-        headers = {MSG_ID: f"{event.id}:fallback" if notice else event.id}
-        subject = event_subject(self.gateway.names, event.event)
         try:
-            await self.gateway.js.publish(
-                subject, encode_msgpack(event), headers=headers, timeout=2.0
-            )
-        except Exception as exc:  # best effort: logged, never raised
-            _log.warning("event %s: could not record serve's own answer: %s", event.id, exc)
+            if not self.gateway.nc.is_connected:
+                raise Unavailable(f"NATS is {self.gateway.status}")
+            await publish_event(self.gateway, event)
+            return
+        except Exception as exc:
+            why = str(exc) or type(exc).__name__
+        if self.options.data_dir is None:
+            _log.warning("event %s: serve's own answer not recorded: %s", event.id, why)
+            return
+        try:
+            await asyncio.to_thread(Spool(self.options.data_dir).append, event)
+        except Exception as exc:  # logged, never raised: the answer is already given
+            _log.error("event %s: serve's own answer lost: %s; spool: %s", event.id, why, exc)
 
     def _authorized(self, value: bytes | None) -> bool:
         if self._token is None:
@@ -540,6 +559,37 @@ class ServeApp:
             report["http"] = self.http_stats()
         body = _json_encoder.encode(report)
         await _respond(send, 200 if ok else 503, body)
+
+
+async def publish_event(gateway: Gateway, event: HookEvent) -> Sent:
+    """Publish a record-only event or a spooled one (a `spool.Publish`); Unavailable if not.
+
+    A fallback notice repeats an event already stored: it has its own message id.
+    """
+    notice = event.fallback is not None and event.fallback.notice
+    headers = {MSG_ID: f"{event.id}:fallback" if notice else event.id}
+    subject = event_subject(gateway.names, event.event)
+    try:
+        ack = await gateway.js.publish(subject, encode_msgpack(event), headers=headers, timeout=2.0)
+    except (nats.errors.Error, OSError) as exc:
+        raise publish_error(exc, subject, 2.0) from exc
+    return Sent(duplicate=bool(ack.duplicate))
+
+
+async def flush_spool(gateway: Gateway, data_dir: Path) -> None:
+    """Send what serve (or emit) spooled for `data_dir` once NATS is back; every second."""
+    spool = Spool(data_dir)
+    while True:
+        await asyncio.sleep(1.0)
+        if not gateway.nc.is_connected or not has_pending(data_dir):
+            continue
+        try:
+            report = await spool.flush(lambda e: publish_event(gateway, e), budget=5.0)
+        except Exception as exc:  # the next round tries again
+            _log.warning("spool flush: %s", exc)
+            continue
+        if report.published or report.error:
+            _log.info("spool flush: %s", report)
 
 
 async def _respond(
@@ -586,6 +636,7 @@ class HttpServer:
         self._nc: Client | None = None
         self.http: Http1Server | None = None
         self._stop: asyncio.Event | None = None
+        self._flusher: asyncio.Future[None] | None = None
 
     async def start(self) -> str:
         """Bind, connect to NATS, provision, start serving; return the hooks URL."""
@@ -625,6 +676,8 @@ class HttpServer:
             await self._nc.close()
             raise Unavailable(f"cannot serve on {opts.host}:{opts.port}: {exc}") from exc
         self._stop = asyncio.Event()
+        if opts.data_dir is not None:
+            self._flusher = asyncio.ensure_future(flush_spool(self.gateway, opts.data_dir))
         port = sock.getsockname()[1]
         self.url = _url(opts.host, port)
         return self.url
@@ -642,6 +695,8 @@ class HttpServer:
                 # Requests in flight wait at most --timeout for their decision.
                 await self.http.shutdown(grace=self.options.timeout + 5)
         finally:
+            if self._flusher is not None:
+                self._flusher.cancel()
             if self.gateway is not None:
                 await self.gateway.close()
             if self._nc is not None and not self._nc.is_closed:
