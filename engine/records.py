@@ -23,12 +23,14 @@ import secrets
 import socket
 import time
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
 __all__ = [
     "ENGINE_VERSION",
+    "POSTURES",
+    "PROFILES",
     "DecidedBy",
     "Fallback",
     "HookEvent",
@@ -59,6 +61,8 @@ RunOutcome = Literal["allow", "deny", "error", "noop"]
 # failure denies (enforcing) or lets the action proceed (compat): defined here, once.
 Profile = Literal["current", "legacy"]
 Posture = Literal["compat", "enforcing"]
+PROFILES: tuple[Profile, ...] = get_args(Profile)  # the CLIs' choices
+POSTURES: tuple[Posture, ...] = get_args(Posture)
 #: Who decided what the agent was told: the engine (`policy`), the emitter or gateway on
 #: its own (`fallback`: timeout, NATS down, fail open/closed), or nobody because the input
 #: was refused (`rejected`); `observed`: the engine decided but nobody waited for it

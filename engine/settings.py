@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.errors import SettingsError
 from engine.events import is_known
 from engine.match import regex_error
+from engine.records import Posture
 
 __all__ = [
     "SCOPES",
@@ -137,7 +138,7 @@ class SettingsFile(BaseModel):
     allowedHttpHookUrls: list[str] | None = None
     httpHookAllowedEnvVars: list[str] | None = None
     enabledPlugins: dict[str, bool] | None = None
-    hookauditPosture: dict[str, Literal["compat", "enforcing"]] | None = None
+    hookauditPosture: dict[str, Posture] | None = None
     description: str | None = None
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from engine.errors import HookauditError, InvalidEvent
-from engine.records import HookRun
+from engine.records import POSTURES, PROFILES, HookRun
 from hookaudit.lint_cmd import refuse_unless_clean, strict_option
 
 __all__ = ["eval_cmd", "evaluation_json"]
@@ -87,7 +87,7 @@ def _fail(message: str) -> None:
 )
 @click.option(
     "--posture",
-    type=click.Choice(["compat", "enforcing"]),
+    type=click.Choice(POSTURES),
     default=None,
     help="compat: hook errors never block (Claude Code). enforcing: at PreToolUse an "
     "error, timeout or unknown hook type denies. Default: per event from settings "
@@ -95,7 +95,7 @@ def _fail(message: str) -> None:
 )
 @click.option(
     "--profile",
-    type=click.Choice(["current", "legacy"]),
+    type=click.Choice(PROFILES),
     default="current",
     show_default=True,
     help="Claude Code behaviour to reproduce (legacy = v2.1.88).",

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from engine.errors import HookauditError
+from engine.records import POSTURES, PROFILES
 from hookaudit.options import data_dir_option, default_data_dir, fail
 
 __all__ = [
@@ -186,13 +187,11 @@ def nats_status(data_dir: Path | None, **kw: Any) -> None:
 )
 @click.option(
     "--posture",
-    type=click.Choice(["compat", "enforcing"]),
+    type=click.Choice(POSTURES),
     default=None,
     help="Override the posture for every event.",
 )
-@click.option(
-    "--profile", type=click.Choice(["current", "legacy"]), default="current", show_default=True
-)
+@click.option("--profile", type=click.Choice(PROFILES), default="current", show_default=True)
 @click.option(
     "--name",
     default=None,

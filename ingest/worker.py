@@ -43,7 +43,7 @@ from typing import Any, Literal
 from engine.errors import SettingsError, Unavailable
 from engine.executors.command import CommandExecutor
 from engine.failclosed import one_line
-from engine.records import HookEvent, Outcome, encode_msgpack
+from engine.records import HookEvent, Outcome, Posture, Profile, encode_msgpack
 from engine.run import Engine
 from engine.sources import Effective, load_sources
 from ingest.admit import Admitted, admit, experienced, observed, record_only, rejected
@@ -97,8 +97,8 @@ class Worker:
         settings: Sequence[tuple[str, str]],
         connect: ConnectOptions,
         names: Names,
-        posture: Literal["compat", "enforcing"] | None = None,
-        profile: Literal["current", "legacy"] = "current",
+        posture: Posture | None = None,
+        profile: Profile = "current",
         name: str | None = None,
         workdir: str | None = None,
         mcp_configs: Sequence[str] = (),

@@ -17,7 +17,7 @@ from typing import Any, cast
 import click
 
 from engine.errors import HookauditError
-from engine.records import uuid7
+from engine.records import POSTURES, uuid7
 from queries.output import check_writable
 
 __all__ = ["replay_cmd"]
@@ -138,7 +138,7 @@ def _nats_options(f: Any) -> Any:
 )
 @click.option(
     "--posture",
-    type=click.Choice(["compat", "enforcing"]),
+    type=click.Choice(POSTURES),
     default=None,
     help="Override the posture (default: the candidate settings', else the recorded one).",
 )
