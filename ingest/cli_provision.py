@@ -25,7 +25,16 @@ __all__ = ["provision_cmd"]
     show_default=True,
     help="Replicas of each stream (3 on a 3-node cluster).",
 )
-def provision_cmd(data_dir: Path | None, replicas: int, **kw: Any) -> None:
+@click.option(
+    "--max-age",
+    "max_age_h",
+    type=click.FloatRange(min=0.01),
+    default=None,
+    metavar="HOURS",
+    help="Keep events and outcomes on the streams this long (default: until the server's "
+    "store is full). At scale, set it: see README, The model for 100 million events a day.",
+)
+def provision_cmd(data_dir: Path | None, replicas: int, max_age_h: float | None, **kw: Any) -> None:
     """Create HOOK_EVENTS, HOOK_OUTCOMES and the workers' consumer (idempotent).
 
     Run it once against a cluster before the workers start: they leave existing streams
@@ -34,7 +43,7 @@ def provision_cmd(data_dir: Path | None, replicas: int, **kw: Any) -> None:
 
     \b
     Example:
-      hookaudit nats provision --replicas 3 --tls-ca ca.pem --nkey worker.nk \\
+      hookaudit nats provision --replicas 3 --max-age 72 --tls-ca ca.pem --nkey worker.nk \\
         --nats tls://nats-1:4222,tls://nats-2:4222,tls://nats-3:4222
     """
     from ingest.nats import provision
@@ -46,7 +55,8 @@ def provision_cmd(data_dir: Path | None, replicas: int, **kw: Any) -> None:
     async def _run() -> None:
         nc = await build_connect(d, args, "worker").connect()
         try:
-            await provision(nc.jetstream(), replicas=replicas, prefix=args.prefix)
+            await provision(nc.jetstream(), replicas=replicas, prefix=args.prefix,
+                            max_age=None if max_age_h is None else max_age_h * 3600)  # fmt: skip
         finally:
             await nc.close()
 
@@ -54,4 +64,5 @@ def provision_cmd(data_dir: Path | None, replicas: int, **kw: Any) -> None:
         asyncio.run(_run())
     except HookauditError as exc:
         fail(str(exc))
-    click.echo(f"provisioned: streams with {replicas} replica(s)")
+    kept = "" if max_age_h is None else f", kept {max_age_h:g} h"
+    click.echo(f"provisioned: streams with {replicas} replica(s){kept}")

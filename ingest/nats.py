@@ -180,7 +180,7 @@ def outcome_subject(names: Names, event_name: str, decision: str) -> str:
 
 
 def _stream_configs(
-    n: Names, replicas: int, duplicate_window: float
+    n: Names, replicas: int, duplicate_window: float, max_age: float | None = None
 ) -> tuple[js_api.StreamConfig, ...]:
     common: dict[str, Any] = {
         "storage": js_api.StorageType.FILE,
@@ -197,12 +197,14 @@ def _stream_configs(
             name=n.events_stream,
             description="hookaudit: hook events, verbatim; Nats-Msg-Id is the event id",
             subjects=[n.events_subjects],
+            max_age=max_age,
             **common,
         ),
         js_api.StreamConfig(
             name=n.outcomes_stream,
             description="hookaudit: decisions, after they are appended to the log",
             subjects=[n.outcomes_subjects],
+            max_age=max_age,
             **common,
         ),
         # The log's chain heads, outside the host that writes the log: nobody may delete
@@ -331,8 +333,13 @@ async def provision(
     duplicate_window: float = 120.0,
     prefix: str = "",
     ack_wait: float = ACK_WAIT,
+    max_age: float | None = None,
 ) -> None:
     """Create the streams and the worker consumer, or check the ones that exist.
+
+    `max_age` (seconds; None: no limit, only the server's store bounds them) is how long
+    the events and outcomes streams keep a message; the log is the record, the streams
+    are transit and a replay buffer. The anchors stream keeps every head.
 
     `ack_wait` is how long a worker may hold an event before JetStream redelivers it
     (it bounds how long a crashed worker's batch waits); it applies when the consumer
@@ -345,7 +352,7 @@ async def provision(
         >>> await provision(nc.jetstream(), prefix="t1")  # doctest: +SKIP
     """
     n = names(prefix)
-    for config in _stream_configs(n, replicas, duplicate_window):
+    for config in _stream_configs(n, replicas, duplicate_window, max_age):
         await _ensure_stream(js, config)
     await _ensure_consumer(js, n.events_stream, _worker_config(n, ack_wait))
 

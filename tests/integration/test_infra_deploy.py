@@ -81,7 +81,7 @@ def test_compose_runs_three_nodes_two_workers_and_serve(compose: Path) -> None:
     commands = [s["command"] for s in services.values() if s.get("image") == "hookaudit:local"]
     assert sum(c[1] == "worker" for c in commands) == 2
     assert sum(c[1] == "serve" for c in commands) == 1
-    assert ["hookaudit", "nats", "provision", "--replicas", "3"] in commands
+    assert ["hookaudit", "nats", "provision", "--replicas", "3", "--max-age", "72"] in commands
     names = {c[c.index("--name") + 1] for c in commands if c[1] == "worker"}
     assert len(names) == 2  # two chains, never one chain written by two workers
 
@@ -164,14 +164,17 @@ async def test_nats_provision_creates_the_streams(
     nats_server: NatsServer, names: Names, nc: Client
 ) -> None:
     argv = [str(BIN / "hookaudit"), "nats", "provision", "--nats", nats_server.url,
-            "--prefix", names.prefix, "--replicas", "1"]  # fmt: skip
+            "--prefix", names.prefix, "--max-age", "2", "--replicas", "1"]  # fmt: skip
     for _ in range(2):  # idempotent
         p = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         assert p.returncode == 0, p.stderr
-        assert "provisioned: streams with 1 replica(s)" in p.stdout
+        assert "provisioned: streams with 1 replica(s), kept 2 h" in p.stdout
     js = nc.jetstream()
     for stream in (names.events_stream, names.outcomes_stream):
-        assert (await js.stream_info(stream)).config.num_replicas == 1
+        config = (await js.stream_info(stream)).config
+        assert config.num_replicas == 1 and config.max_age == 7200
+    anchors = (await js.stream_info(names.anchors_stream)).config
+    assert anchors.deny_delete and anchors.deny_purge and not anchors.max_age
     ci = await js.consumer_info(names.events_stream, names.worker_consumer)
     assert ci.config.durable_name == names.worker_consumer
     p = subprocess.run([*argv[:-1], "9"], capture_output=True, text=True, timeout=60, check=False)
