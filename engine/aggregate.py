@@ -29,7 +29,7 @@ from engine.decode import HookVerdict, Posture, Profile, hook_label
 from engine.effects import Invocation
 from engine.hook_json import BLOCKED_BY_HOOK
 
-__all__ = ["Decision", "aggregate"]
+__all__ = ["RULES", "Decision", "aggregate"]
 
 _RANK: dict[str, dict[str, int]] = {
     "current": {"deny": 4, "defer": 3, "ask": 2, "allow": 1},
@@ -73,6 +73,39 @@ class Decision(msgspec.Struct, frozen=True, gc=False):
     stop_reason: str | None = None
     specific: dict[str, Any] = msgspec.field(default_factory=dict)
     errors: list[str] = msgspec.field(default_factory=list)
+    #: The deliberate rules (`RULES`) that fixed this decision where Claude Code races or
+    #: is laxer; recorded in the Outcome.
+    rules: list[str] = msgspec.field(default_factory=list)
+    #: How the blocker whose reason is kept blocked: "exit" (exit 2, a prompt or agent hook's
+    #: ok:false) or "json"; Claude Code words the two differently on Stop.
+    block_form: str | None = None
+    #: The exact text of that blocker when it blocked by exit 2 (Claude Code shows a Stop
+    #: hook's stderr untrimmed); set from the recorded runs (`claude_output.decision_of`).
+    block_text: str | None = None
+    #: The decision is one hook's plain stdout, read as context (UserPromptSubmit,
+    #: SessionStart): Claude Code labels it "hook success", not "additional context".
+    plain: str | None = None
+    #: A hook's answer Claude Code could not read (schema, wrong hookEventName, null): it
+    #: warns the user that the hook "gave no usable answer" (PreToolUse).
+    no_verdict: bool = False
+    #: A hook failed with a non-blocking exit code: Claude Code notifies "stop hook
+    #: problem" on Stop and SubagentStop.
+    failed: bool = False
+
+
+#: The rules hookaudit applies where Claude Code 2.1.332 takes whichever hook finishes
+#: first or last (README "Deviations from Claude Code"); an Outcome lists those that decided it.
+RULES = {
+    "first-deny-in-config-order": "several hooks denied: the reason of the first in "
+    "configuration order (Claude Code: the last to finish)",
+    "last-rewrite-in-config-order": "several hooks rewrote the input: the last in "
+    "configuration order (Claude Code: the last to finish)",
+    "deny-wins-permission-request": "PermissionRequest allow and deny: deny wins (Claude "
+    "Code: the first to finish)",
+    "first-block-in-config-order": "several hooks blocked: the reason of the first in "
+    "configuration order (Claude Code gives each hook's reason)",
+}
+_NO_VERDICT_KINDS = frozenset({"schema", "wrong_event_name"})
 
 
 def _who(inv: Invocation) -> str:
@@ -157,6 +190,8 @@ def aggregate(
     if posture == "enforcing" and event == "PreToolUse":
         blocked, decision, reason, updated = _enforce(ordered, blocked, decision, reason, updated)
 
+    rules = _rules(event, ordered)
+    blocker = next((v for _, v in ordered if v.blocking), None)
     return Decision(
         blocked=blocked,
         decision=decision,
@@ -168,7 +203,30 @@ def aggregate(
         stop_reason=stop_reason,
         specific=specific,
         errors=errors,
+        rules=rules,
+        block_form=blocker.block_form if blocker is not None and blocked else None,
+        no_verdict=any(
+            v.outcome == "error" and v.error_kind in _NO_VERDICT_KINDS for _, v in ordered
+        ),
+        failed=any(v.outcome == "error" and v.error_kind == "nonzero_exit" for _, v in ordered),
     )
+
+
+def _rules(event: str, ordered: list[Result]) -> list[str]:
+    """Which of `RULES` decided this event: only where several hooks compete."""
+    out: list[str] = []
+    if event == "PreToolUse":
+        if sum(v.permission_decision == "deny" for _, v in ordered) > 1:
+            out.append("first-deny-in-config-order")
+    elif event == "PermissionRequest":
+        kinds = {v.permission_decision for _, v in ordered}
+        if {"allow", "deny"} <= kinds:
+            out.append("deny-wins-permission-request")
+    elif sum(v.blocking for _, v in ordered) > 1:
+        out.append("first-block-in-config-order")
+    if sum(v.updated_input is not None for _, v in ordered) > 1:
+        out.append("last-rewrite-in-config-order")
+    return out
 
 
 def _pretool(

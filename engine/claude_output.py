@@ -30,6 +30,14 @@ Rules of this file:
   same blocked, decision, reason, updated input, context and continue.
 - An Outcome becomes a Decision by `msgspec.convert` (`decision_of`), never field by
   field: a field added to both cannot be forgotten on the way.
+- Claude Code 2.1.332 shows some things only for some forms of answer
+  (tests/conformance/claude_code): an exit-2 (or prompt hook) block on Stop, SubagentStop
+  and PostToolUse(Failure) reaches the model worded apart from a JSON block, so the form of
+  the blocker is kept; a PreToolUse hook whose answer it cannot read warns the user that it
+  "gave no usable answer", so when nothing else is said that is `{"hookSpecificOutput":
+  null}`; a failing Stop hook makes it notify "stop hook problem", so with nothing else to
+  say that is exit 1; one hook's plain stdout stays plain stdout. `decision_of` reads these
+  forms from the outcome's runs.
 
 Example:
     >>> from engine.aggregate import Decision
@@ -91,6 +99,10 @@ _SPECIFIC = (
     "displayContent",
 )
 _CURRENT_ONLY = frozenset({"updatedToolOutput", "classifierContext"})
+_STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
+# Where Claude Code words an exit-2 block apart from a JSON one.
+_EXIT_FORM = _STOP_EVENTS | {"PostToolUse", "PostToolUseFailure"}
+_NO_VERDICT = frozenset({"schema", "wrong_event_name"})
 _encode = msgspec.json.Encoder()
 
 
@@ -102,7 +114,31 @@ def decision_of(outcome: Outcome) -> Decision:
     >>> decision_of(Outcome(event=ev, settings_id="x", blocked=True, reason="r")).reason
     'r'
     """
-    return msgspec.convert(outcome, Decision, from_attributes=True)
+    d = msgspec.convert(outcome, Decision, from_attributes=True)
+    runs = outcome.runs
+    blocker = next((r for r in runs if r.decision == "deny"), None) if outcome.blocked else None
+    form = text = plain = None
+    if blocker is not None:
+        exit_like = blocker.exit_code == 2 or blocker.hook.type in ("prompt", "agent")
+        form = "exit" if exit_like else "json"
+        if blocker.exit_code == 2 and blocker.stderr.strip() == outcome.reason:
+            text = blocker.stderr  # Claude Code shows a Stop hook's stderr untrimmed
+    said = [r for r in runs if r.outcome != "noop" or r.stdout.strip()]
+    if (
+        len(said) == 1
+        and said[0].output is None
+        and said[0].exit_code == 0
+        and list(outcome.additional_context) == [said[0].stdout.strip()]
+    ):
+        plain = said[0].stdout.strip()
+    return msgspec.structs.replace(
+        d,
+        block_form=form,
+        block_text=text,
+        plain=plain,
+        no_verdict=any(r.outcome == "error" and r.error_kind in _NO_VERDICT for r in runs),
+        failed=any(r.outcome == "error" and r.error_kind == "nonzero_exit" for r in runs),
+    )
 
 
 def express_outcome(outcome: Outcome) -> Expression:
@@ -180,10 +216,29 @@ def express(event: str, decision: Decision, *, profile: Profile = "current") -> 
                 continue
             hso[key] = decision.specific[key]
 
+    current = profile == "current"
+    only_plain = {"hookEventName": event, "additionalContext": decision.plain}
+    if current and decision.plain is not None and not top and hso == only_plain:
+        return Expression(decision.plain, notes, 0, _encode.encode({"hookSpecificOutput": hso}))
     if event == "PreToolUse":
         _pretool(decision, hso, profile)
+        if current and decision.no_verdict and not top and len(hso) == 1:
+            return Expression('{"hookSpecificOutput":null}', notes, 0, b"")
     elif event == "PermissionRequest":
         _permission_request(decision, hso)
+    elif current and decision.blocked and event in _EXIT_FORM and decision.block_form == "exit":
+        reason = decision.block_text or decision.reason or BLOCKED
+        obj = _object(top, hso)
+        return Expression(_text(obj), reason, 2, _exit2_body(event, obj, reason, profile))
+    elif (
+        current
+        and decision.failed
+        and not decision.blocked
+        and event in _STOP_EVENTS
+        and not top
+        and len(hso) == 1
+    ):
+        return Expression("", notes, 1, b"")
     elif decision.blocked and event in _EXIT2_BLOCK:
         reason = decision.reason or BLOCKED
         if profile == "legacy":

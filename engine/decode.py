@@ -98,6 +98,10 @@ class HookVerdict(msgspec.Struct, frozen=True, gc=False):
     output: dict[str, Any] | None = None
     error_kind: str | None = None
     pending: bool = False
+    #: How a blocking verdict blocked: "exit" for a blocking error (exit 2, a prompt or agent
+    #: hook's ok:false), "json" for a JSON decision. Claude Code 2.1.332 tells the model the
+    #: two apart on Stop (tests/conformance/claude_code stop.exit2_always_cap).
+    block_form: str | None = None
 
 
 # --------------------------------------------------------------------------- building verdicts
@@ -121,6 +125,7 @@ def _finish(
     output: dict[str, Any] | None = None,
     error_kind: str | None = None,
     pending: bool = False,
+    block_form: str | None = None,
 ) -> HookVerdict:
     spec_out = dict(specific or {})
     capped: list[str] = []
@@ -159,6 +164,7 @@ def _finish(
         output=output,
         error_kind=error_kind,
         pending=pending,
+        block_form=block_form if blocking else None,
     )
 
 
@@ -192,6 +198,15 @@ def _from_read(
         outcome = "deny"
     elif error_kind is not None:
         outcome = "error"
+    elif read.nulls:
+        # Claude Code discards the whole answer (tests/conformance/claude_code
+        # pre.json.null_hso): nothing else was said, so this hook gave no usable answer.
+        outcome, error_kind = "error", "schema"
+        error_message = (
+            f"JSON validation failed: {read.nulls[0]}: null (Claude Code ignores the whole "
+            "answer; hookaudit reads null as not given)"
+        )
+        message = error_message
     else:
         outcome = "noop"
     return _finish(
@@ -208,6 +223,7 @@ def _from_read(
         specific=specific,
         output=read.obj,
         error_kind=error_kind,
+        block_form="json" if read.block else "exit",
     )
 
 
@@ -548,7 +564,13 @@ def _ok_false(
         message = f"{label} hook condition was not met: {reason or ''}".rstrip()
         blocks, ends = blockable, kind == "prompt"
     else:
-        message = reason or BLOCKED_BY_HOOK
+        if kind == "agent":
+            # Claude Code 2.1.332 keeps the old wording for agent hooks and prints a missing
+            # reason as JS does (tests/conformance/claude_code type.agent_deny).
+            said = reason if reason is not None else "undefined"
+            message = f"Agent hook condition was not met: {said}"
+        else:
+            message = reason or BLOCKED_BY_HOOK
         blocks, ends, cob_applies = _OK_FALSE.get(es.name, (blockable, False, False))
         cob = kind == "agent" or getattr(inv.hook, "continueOnBlock", False) is True
         if cob_applies and cob:
@@ -573,6 +595,7 @@ def _ok_false(
         stop_reason=message if ends else None,
         specific=specific,
         output=obj,
+        block_form="exit",
     )
 
 

@@ -55,20 +55,24 @@ def closed_answer(reason: str, prog: str = "hookaudit") -> tuple[str, str, int]:
     return "", f"{prog}: {reason}; blocked because the hook fails closed", 2
 
 
-def _write(stream: object, text: str) -> None:
+def _write(stream: object, text: str, exact: bool = False) -> None:
     try:
-        stream.write(text if text.endswith("\n") else text + "\n")  # type: ignore[attr-defined]
+        stream.write(text if exact or text.endswith("\n") else text + "\n")  # type: ignore[attr-defined]
         stream.flush()  # type: ignore[attr-defined]
     except Exception:
         pass
 
 
 def exit_now(stdout: str, stderr: str, code: int) -> None:
-    """Write the answer, flush and exit with `code` at once (no teardown that could fail)."""
+    """Write the answer, flush and exit with `code` at once (no teardown that could fail).
+
+    A blocking answer's stderr (exit 2) is written exactly: Claude Code shows a Stop hook's
+    stderr untrimmed, so a newline added here would reach the model.
+    """
     if stdout:
         _write(sys.stdout, stdout)
     if stderr:
-        _write(sys.stderr, stderr)
+        _write(sys.stderr, stderr, exact=code == 2)
     os._exit(code)
 
 

@@ -243,6 +243,10 @@ class ObjectRead(msgspec.Struct, gc=False):
     continue_: bool = True
     stop_reason: str | None = None
     specific: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: Fields given as JSON null. Claude Code's schema rejects the whole answer for them
+    #: ("a hook gave no usable answer"); hookaudit reads them as not given, so a null
+    #: never opens a gate the rest of the answer closes.
+    nulls: list[str] = msgspec.field(default_factory=list)
 
 
 class SchemaError(msgspec.Struct, frozen=True, gc=False):
@@ -326,6 +330,9 @@ def read_object(
                 f"Hook returned incorrect event name: expected '{es.name}' but got '{cap(name)[0]}'",
             )
     read = ObjectRead(obj=obj, top_decision=top)
+    read.nulls = [k for k, v in obj.items() if v is None and k in _TOP_TYPES]
+    if isinstance(hso, dict):
+        read.nulls += [f"hookSpecificOutput.{k}" for k, v in hso.items() if v is None]
     if es.name in _DISCARD_ALL:
         if es.name == "StopFailure":
             _read_terminal(obj, read)

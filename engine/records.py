@@ -233,6 +233,10 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     specific: dict[str, Any] = msgspec.field(default_factory=dict)
     runs: list[HookRun] = msgspec.field(default_factory=list)
     errors: list[str] = msgspec.field(default_factory=list)
+    #: The deliberate rules that decided it where Claude Code races or is laxer (ids of
+    #: `engine.aggregate.RULES`, e.g. ``first-deny-in-config-order``); empty for most events.
+    #: Before `replay_id`: the log's fast readers expect every nested value before it.
+    rules: list[str] = msgspec.field(default_factory=list)
     replay_id: str | None = None
     decided_by: DecidedBy = "policy"
     worker: str = ""

@@ -369,5 +369,6 @@ def to_outcome(
         specific=dict(d.specific),
         runs=list(ev.runs),
         errors=list(d.errors),
+        rules=list(d.rules),
         replay_id=replay_id,
     )

@@ -59,6 +59,7 @@ def evaluation_json(outcome: Any) -> dict[str, Any]:
         "settings_id": outcome.settings_id,
         "hooks": [_hook_json(r) for r in outcome.runs],
         "errors": list(outcome.errors),
+        "rules": list(outcome.rules),
     }
 
 

@@ -237,6 +237,9 @@ def _norm(text: str, root: Path) -> str:
     text = re.sub(r"\b\d+(\.\d+)?m?s\b", "$DUR", text)
     # A hook's message names the hook's command; in the wrapped run that is hookaudit's.
     text = re.sub(r"hook error: \[[^\]\n]*\]: ", "hook error: ", text)
+    text = re.sub(r'(blocking error from command:? )"[^"\n]*"', r'\1"$CMD"', text)
+    text = re.sub(r'("\$CMD": )\[(hook:|/)[^\]\n]*\]: ', r"\1", text)
+    text = re.sub(r"\b20\d\d-\d\d-\d\d\b", "$DATE", text)
     text = re.sub(r"(?m)^\[(python3 |/|MOCKVERDICT)[^\]\n]*\]: ", "", text)
     text = re.sub(r"(?m)^\[hook:[^\]\n]*\]: ", "", text)
     text = re.sub(r"\b(task|run|hook|agent)_id\": \"[^\"]*\"", r'\1_id": "$ID"', text)
@@ -305,8 +308,14 @@ def told(arm: Arm) -> list[list[Any]]:
             seen = 0  # a new conversation (a subagent, or after compaction)
         new = msgs[max(seen - 1, 0) :] if seen else msgs
         seen = len(msgs)
+        # The user turns, and the system notes Claude Code puts between them (a JSON Stop
+        # block adds one; an exit 2 block does not).
         blocks = [
-            b for m in new if m.get("role") == "user" for b in _blocks(m.get("content"), arm.root)
+            b if m.get("role") == "user" else {"system": b}
+            for m in new
+            if m.get("role") in ("user", "system")
+            for b in _blocks(m.get("content"), arm.root)
+            if not (isinstance(b, str) and b.startswith("The date has changed."))
         ]
         # Results of parallel tool calls arrive in the order the tools finished.
         results = sorted(

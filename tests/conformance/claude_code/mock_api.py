@@ -10,8 +10,8 @@ Which reply a request gets:
 
 1. A request whose text holds `MOCKVERDICT:` followed by a JSON object (a prompt or agent
    hook's prompt carries it) gets that object as its text: a prompt hook's verdict. When the
-   request offers a tool whose name holds `StructuredOutput` (an agent hook), the object is
-   given as that tool's input instead.
+   request offers an output tool (Claude Code's agent hook: `StructuredOutput`; hookaudit's
+   prompt and agent hooks: `verdict`), the object is given as that tool's input instead.
 2. A request that offers tools and is part of the session's conversation (the main agent or a
    subagent) takes the next scripted turn.
 3. Anything else (titles, summaries, compaction) gets a short fixed text: `MOCK_SUMMARY`.
@@ -91,9 +91,14 @@ class Mock:
         """Pick the reply for one request: (kind, turn)."""
         tools = body.get("tools") or []
         names = [t.get("name", "") for t in tools if isinstance(t, dict)]
-        so_tools = [n for n in names if "StructuredOutput" in n or "structured" in n.lower()]
-        # Only a hook's own request (no tools: a prompt hook; an output tool: an agent hook)
-        # is answered with its verdict; the session's conversation may quote the prompt.
+        so_tools = [
+            n
+            for n in names
+            if "StructuredOutput" in n or "structured" in n.lower() or n == "verdict"
+        ]
+        # Only a hook's own request (no tools: a prompt hook; an output tool: an agent hook,
+        # or any hookaudit hook) is answered with its verdict; the session's conversation may
+        # quote the prompt.
         m = _VERDICT.search(_all_text(body)) if (not names or so_tools) else None
         if m:
             verdict = json.loads(m.group(1))
