@@ -4,8 +4,8 @@ Rules of this file:
 - Every refusal happens before a byte is sent: the allowlist, then (direct connections
   only) the SSRF address check, both from ``engine.executors.ssrf``. A refusal is a
   RawResult whose ``error_kind`` is the ``Blocked.kind``.
-- The socket goes to the address that was checked. Direct requests run on a connection
-  pool whose network backend connects only to the ``Target.connect_ip`` pinned for the
+- The socket goes to the address that was checked (`engine.executors.pinned`). Direct
+  requests run on a connection pool whose network backend connects only to the ``Target.connect_ip`` pinned for the
   current request (a ContextVar set around the request, so it follows the task) and
   refuses every other connection; it never resolves a name, so DNS rebinding has no
   window. If httpx reads the URL's host differently from the vetting parser, the request
@@ -32,22 +32,17 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
-import ipaddress
 import os
 import re
 import ssl
 import time
-import typing
 from collections import ChainMap
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
-import httpcore
 import httpx
 
 from engine.effects import Invocation, RawResult
+from engine.executors.pinned import PIN, Pin, PinnedTransport
 from engine.executors.ssrf import (
     Blocked,
     Resolver,
@@ -70,146 +65,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
-
-
-# --------------------------------------------------------------------------- pinned transport
-
-
-@dataclass(frozen=True, slots=True)
-class _Pin:
-    host: str  # as httpcore passes it to connect_tcp: ASCII, no brackets
-    port: int
-    ip: str
-
-
-_PIN: contextvars.ContextVar[_Pin | None] = contextvars.ContextVar(
-    "hookaudit_http_pin", default=None
-)
-
-
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
-    """Connects to the pinned, vetted address of the current request, or refuses."""
-
-    def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        pin = _PIN.get()
-        if pin is None or pin.host != host.lower() or pin.port != port:
-            raise httpcore.ConnectError(f"refusing unvetted connection to {host}:{port}")
-        try:
-            ipaddress.ip_address(pin.ip)  # a literal, so the inner backend cannot resolve it
-        except ValueError as exc:
-            raise httpcore.ConnectError(f"no vetted address for {host}:{port}") from exc
-        return await self._inner.connect_tcp(
-            pin.ip,
-            port,
-            timeout=timeout,
-            local_address=local_address,
-            socket_options=socket_options,
-        )
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("HTTP hooks never use unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-# httpcore's exceptions, as httpx names them (httpx's own table is private).
-_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-)
-
-
-@contextlib.contextmanager
-def _mapped() -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:
-        for core, mapped in _ERRORS:
-            if isinstance(exc, core):
-                raise mapped(str(exc)) from exc
-        raise
-
-
-class _Body(httpx.AsyncByteStream):
-    def __init__(self, stream: AsyncIterator[bytes] | typing.AsyncIterable[bytes]) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _mapped():
-            async for chunk in self._stream:
-                yield chunk
-
-    async def aclose(self) -> None:
-        close = getattr(self._stream, "aclose", None)
-        if close is not None:
-            with _mapped():
-                await close()
-
-
-class _PinnedTransport(httpx.AsyncBaseTransport):
-    """httpx transport over an httpcore pool whose sockets go to pinned addresses only."""
-
-    def __init__(self, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_PinnedBackend(),
-        )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        req = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=typing.cast("typing.AsyncIterable[bytes]", request.stream),
-            extensions=request.extensions,
-        )
-        with _mapped():
-            resp = await self._pool.handle_async_request(req)
-        return httpx.Response(
-            status_code=resp.status,
-            headers=resp.headers,
-            stream=_Body(typing.cast("typing.AsyncIterable[bytes]", resp.stream)),
-            extensions=resp.extensions,
-        )
-
-    async def aclose(self) -> None:
-        with _mapped():
-            await self._pool.aclose()
 
 
 # --------------------------------------------------------------------------- executor
@@ -294,7 +149,7 @@ class HttpExecutor:
         self._user_agent = f"hookaudit/{ENGINE_VERSION}"
         # Pure per-URL work, memoised: how httpx reads a URL, and IP-literal vetting.
         self._client_view: dict[str, tuple[str, int]] = {}
-        self._literal_pins: dict[tuple[str, tuple[str, ...] | None], _Pin] = {}
+        self._literal_pins: dict[tuple[str, tuple[str, ...] | None], Pin] = {}
 
     # ---------------------------------------------------------------- clients
 
@@ -321,7 +176,7 @@ class HttpExecutor:
         self._own_loop()
         if self._direct is None:
             self._direct = httpx.AsyncClient(
-                transport=_PinnedTransport(self._ssl_context(), self.limits),
+                transport=PinnedTransport(self._ssl_context(), self.limits),
                 follow_redirects=False,
                 trust_env=False,
                 timeout=None,
@@ -454,7 +309,7 @@ class HttpExecutor:
             client = self._direct_client() if proxy is None else self._proxy_client(proxy)
         except (ValueError, TypeError, httpx.InvalidURL) as exc:
             return self._failed(f"HTTP hook proxy {proxy!r} is not usable: {exc}", warnings, t0)
-        token = _PIN.set(pin)
+        token = PIN.set(pin)
         try:
             status, body, count = await self._exchange(client, url, inv.input_json, headers)
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
@@ -462,7 +317,7 @@ class HttpExecutor:
                 f"HTTP hook request to {url} failed: {_describe(exc)}", warnings, t0
             )
         finally:
-            _PIN.reset(token)
+            PIN.reset(token)
         if count > len(body):
             warnings.append(
                 f"HTTP hook response body truncated to {len(body)} of {count}"
@@ -479,7 +334,7 @@ class HttpExecutor:
             duration_ms=_ms(t0),
         )
 
-    def _pin(self, target: Target) -> _Pin:
+    def _pin(self, target: Target) -> Pin:
         parsed = self._client_view.get(target.url)
         if parsed is None:
             try:
@@ -500,7 +355,7 @@ class HttpExecutor:
                 f"HTTP hook blocked: {target.url!r} is read as host {target.host!r} port "
                 f"{target.port} by the guard but {host!r} port {port} by the HTTP client",
             )
-        return _Pin(host=host, port=port, ip=target.connect_ip)
+        return Pin(host=host, port=port, ip=target.connect_ip)
 
     async def _exchange(
         self,
