@@ -27,6 +27,9 @@ Rules of this file:
   the dotted path into the event payload (``${tool_input.file_path}``; list items by
   index). A missing path gives ``""``; a non-string value is inserted as JSON.
 
+Modules: this one is the executor; `engine.executors.mcp_config` reads the configuration
+and fills ``${path}`` input, `engine.executors.mcp_stdio` is the stdio transport.
+
 Example:
     >>> substitute({"p": "${tool_input.file_path}", "n": ["${x.y}"]},
     ...            {"tool_input": {"file_path": "/a"}})
@@ -36,360 +39,20 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import re
-import signal
 import time
-from collections.abc import Iterable, Mapping
-from pathlib import Path
-from typing import Any, Literal
-
-import msgspec
+from collections.abc import Mapping
+from typing import Any
 
 from engine.effects import Invocation, RawResult
-from engine.errors import SettingsError
+from engine.executors.mcp_config import McpServerConfig, expand_env, load_mcp_config, substitute
+from engine.executors.mcp_stdio import Conn, McpError, Server
 from engine.records import ENGINE_VERSION
 from engine.settings import McpToolHook
 
 __all__ = ["McpExecutor", "McpServerConfig", "load_mcp_config", "substitute"]
 
 PROTOCOL_VERSION = "2025-06-18"
-_KILL_WAIT = 2.0
-_STDERR_TAIL = 4096
-_PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
-_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """One server of an `.mcp.json` file, as written (``${VAR}`` expanded at spawn)."""
-
-    name: str
-    type: Literal["stdio", "http", "sse"] = "stdio"
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = msgspec.field(default_factory=dict)
-    url: str | None = None
-    headers: dict[str, str] = msgspec.field(default_factory=dict)
-    file: str = ""
-
-
-# --------------------------------------------------------------------------- configuration
-
-
-def _str_map(value: Any, file: str, where: str) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise SettingsError(file, where, f"expected an object, got {type(value).__name__}")
-    for k, v in value.items():
-        if not isinstance(v, str):
-            raise SettingsError(file, f"{where}.{k}", f"expected a string, got {type(v).__name__}")
-    return dict(value)
-
-
-def _server(name: str, spec: Any, file: str) -> McpServerConfig:
-    where = f"mcpServers.{name}"
-    if not isinstance(spec, dict):
-        raise SettingsError(file, where, f"expected an object, got {type(spec).__name__}")
-    kind = spec.get("type", "stdio")
-    if kind not in ("stdio", "http", "sse"):
-        raise SettingsError(file, f"{where}.type", f"unknown transport {kind!r}")
-    if kind == "stdio":
-        command = spec.get("command")
-        if not isinstance(command, str) or not command:
-            raise SettingsError(file, f"{where}.command", "a stdio server needs a command string")
-        args = spec.get("args", [])
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise SettingsError(file, f"{where}.args", "expected a list of strings")
-        env = _str_map(spec.get("env", {}), file, f"{where}.env")
-        return McpServerConfig(
-            name=name, type="stdio", command=command, args=tuple(args), env=env, file=file
-        )
-    url = spec.get("url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise SettingsError(file, f"{where}.url", f"an {kind} server needs an http(s) url")
-    headers = _str_map(spec.get("headers", {}), file, f"{where}.headers")
-    return McpServerConfig(name=name, type=kind, url=url, headers=headers, file=file)
-
-
-def load_mcp_config(paths: Iterable[str | os.PathLike[str]]) -> dict[str, McpServerConfig]:
-    """Read `.mcp.json`-style files; a later file's server replaces an earlier one's.
-
-    Raises `SettingsError` naming the file and the key for anything unreadable.
-
-    >>> load_mcp_config([])
-    {}
-    """
-    servers: dict[str, McpServerConfig] = {}
-    for p in paths:
-        file = os.fspath(p)
-        try:
-            data = Path(file).read_bytes()
-        except OSError as exc:
-            raise SettingsError(file, "", f"cannot read: {exc.strerror or exc}") from exc
-        try:
-            doc = msgspec.json.decode(data)
-        except msgspec.DecodeError as exc:
-            raise SettingsError(file, "", f"invalid JSON: {exc}") from exc
-        if not isinstance(doc, dict):
-            raise SettingsError(file, "", f"expected an object, got {type(doc).__name__}")
-        if "mcpServers" not in doc:
-            raise SettingsError(file, "mcpServers", "missing")
-        table = doc["mcpServers"]
-        if not isinstance(table, dict):
-            raise SettingsError(
-                file, "mcpServers", f"expected an object, got {type(table).__name__}"
-            )
-        for name, spec in table.items():
-            servers[name] = _server(name, spec, file)
-    return servers
-
-
-def _expand_env(text: str, environ: Mapping[str, str], missing: list[str]) -> str:
-    def one(m: re.Match[str]) -> str:
-        value = environ.get(m.group(1))
-        if value is not None:
-            return value
-        if m.group(2) is not None:
-            return m.group(2)
-        missing.append(m.group(1))
-        return ""
-
-    return _ENV_VAR.sub(one, text)
-
-
-# --------------------------------------------------------------------------- ${path} input
-
-
-def _lookup(payload: Any, path: str) -> str:
-    node = payload
-    for part in path.strip().split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return ""
-    if node is None:
-        return ""
-    if isinstance(node, str):
-        return node
-    return msgspec.json.encode(node).decode()
-
-
-def substitute(value: Any, payload: Mapping[str, Any]) -> Any:
-    """Replace ``${dotted.path}`` in every string of `value` (dicts and lists recursively)."""
-    if isinstance(value, str):
-        return _PLACEHOLDER.sub(lambda m: _lookup(payload, m.group(1)), value)
-    if isinstance(value, dict):
-        return {k: substitute(v, payload) for k, v in value.items()}
-    if isinstance(value, list):
-        return [substitute(v, payload) for v in value]
-    return value
-
-
-# --------------------------------------------------------------------------- stdio transport
-
-
-class _McpError(Exception):
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-class _Conn:
-    """One running server process and its JSON-RPC session."""
-
-    def __init__(self, name: str, proc: asyncio.subprocess.Process) -> None:
-        self.name = name
-        self.proc = proc
-        self.pgid = proc.pid  # start_new_session made it the group leader
-        self.loop = asyncio.get_running_loop()
-        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self.next_id = 0
-        self.write_lock = asyncio.Lock()
-        self.stderr_tail = bytearray()
-        self.dead: _McpError | None = None
-        self.reader = asyncio.create_task(self._read_stdout())
-        self.errreader = asyncio.create_task(self._read_stderr())
-
-    @property
-    def alive(self) -> bool:
-        return self.dead is None and self.proc.returncode is None
-
-    def _why_closed(self) -> str:
-        rc = self.proc.returncode
-        how = (
-            "still running"
-            if rc is None
-            else (f"exit code {rc}" if rc >= 0 else f"killed by signal {-rc}")
-        )
-        tail = self.stderr_tail.decode("utf-8", "replace").strip()
-        return f"MCP server {self.name!r} closed its output ({how})" + (
-            f"; stderr: {tail[-500:]}" if tail else ""
-        )
-
-    def _fail_all(self, err: _McpError) -> None:
-        if self.dead is None:
-            self.dead = err
-        for fut in self.pending.values():
-            if not fut.done():
-                fut.set_exception(err)
-                fut.exception()  # retrieved: a caller that gave up must not warn
-        self.pending.clear()
-
-    async def _read_stderr(self) -> None:
-        stream = self.proc.stderr
-        assert stream is not None
-        with contextlib.suppress(Exception):
-            while chunk := await stream.read(65536):
-                self.stderr_tail += chunk
-                del self.stderr_tail[:-_STDERR_TAIL]
-
-    async def _read_stdout(self) -> None:
-        stream = self.proc.stdout
-        assert stream is not None
-        err: _McpError
-        try:
-            while True:
-                line = await stream.readline()
-                if not line:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self.proc.wait(), 0.5)
-                    err = _McpError("mcp_connection_closed", self._why_closed())
-                    break
-                if not line.strip():
-                    continue
-                try:
-                    msg = msgspec.json.decode(line)
-                except msgspec.DecodeError:
-                    continue  # not a message (a server that logs to stdout); skip it
-                if isinstance(msg, dict):
-                    await self._dispatch(msg)
-        except ValueError as exc:  # a line longer than the stream limit
-            err = _McpError("mcp_protocol", f"MCP server {self.name!r}: {exc}")
-            _killpg(self.pgid, signal.SIGKILL)
-        except Exception as exc:
-            err = _McpError("mcp_connection_closed", f"MCP server {self.name!r}: {exc!r}")
-        self._fail_all(err)
-
-    async def _dispatch(self, msg: dict[str, Any]) -> None:
-        mid = msg.get("id")
-        if "method" in msg:
-            if mid is None:
-                return  # a notification (log, progress, list_changed): nothing to do
-            if msg["method"] == "ping":
-                await self._send({"jsonrpc": "2.0", "id": mid, "result": {}})
-            else:
-                await self._send(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": mid,
-                        "error": {"code": -32601, "message": "Method not found"},
-                    }
-                )
-            return
-        if isinstance(mid, int) and not isinstance(mid, bool):
-            fut = self.pending.pop(mid, None)
-            if fut is not None and not fut.done():
-                fut.set_result(msg)
-
-    async def _send(self, msg: dict[str, Any]) -> None:
-        stdin = self.proc.stdin
-        assert stdin is not None
-        data = msgspec.json.encode(msg) + b"\n"
-        try:
-            async with self.write_lock:
-                stdin.write(data)
-                await stdin.drain()
-        except (ConnectionError, RuntimeError) as exc:
-            raise _McpError(
-                "mcp_connection_closed", f"MCP server {self.name!r} stdin closed: {exc}"
-            ) from exc
-
-    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            msg["params"] = params
-        await self._send(msg)
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and wait for its response's ``result``."""
-        if self.dead is not None:
-            raise self.dead
-        self.next_id += 1
-        mid = self.next_id
-        fut: asyncio.Future[dict[str, Any]] = self.loop.create_future()
-        self.pending[mid] = fut
-        try:
-            await self._send({"jsonrpc": "2.0", "id": mid, "method": method, "params": params})
-            msg = await fut
-        except asyncio.CancelledError:
-            if self.pending.pop(mid, None) is not None and self.alive:
-                with contextlib.suppress(Exception):
-                    await self.notify(
-                        "notifications/cancelled", {"requestId": mid, "reason": "hook timeout"}
-                    )
-            raise
-        finally:
-            self.pending.pop(mid, None)
-        if "error" in msg:
-            e = msg["error"]
-            text = e.get("message") if isinstance(e, dict) else e
-            code = e.get("code") if isinstance(e, dict) else None
-            raise _McpError("mcp_rpc_error", f"{method} failed: {text} (code {code})")
-        result = msg.get("result")
-        if not isinstance(result, dict):
-            raise _McpError("mcp_protocol", f"{method}: response has no result object")
-        return result
-
-    def kill_now(self) -> None:
-        """From another event loop, or as a last resort: SIGKILL the group, no waiting."""
-        self._fail_all(_McpError("mcp_connection_closed", f"MCP server {self.name!r} stopped"))
-        _killpg(self.pgid, signal.SIGKILL)
-
-    async def close(self, grace: float) -> None:
-        """Close stdin, SIGTERM the group, wait `grace`, SIGKILL the group; reap."""
-        self._fail_all(_McpError("mcp_connection_closed", f"MCP server {self.name!r} stopped"))
-        stdin = self.proc.stdin
-        if stdin is not None:
-            with contextlib.suppress(Exception):
-                stdin.close()
-        if self.proc.returncode is None:
-            _killpg(self.pgid, signal.SIGTERM)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.proc.wait(), grace)
-        _killpg(self.pgid, signal.SIGKILL)  # the leader or children left in its group
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), _KILL_WAIT)
-        for task in (self.reader, self.errreader):
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(task, _KILL_WAIT)
-        if stdin is not None:
-            with contextlib.suppress(Exception):
-                await stdin.wait_closed()
-
-
-class _Server:
-    """One configured server: its current connection, started under a per-loop lock."""
-
-    def __init__(self, config: McpServerConfig) -> None:
-        self.config = config
-        self.conn: _Conn | None = None
-        self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
-
-    def lock(self) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()
-        lock = self._locks.get(loop)
-        if lock is None:
-            self._locks = {lp: lk for lp, lk in self._locks.items() if not lp.is_closed()}
-            lock = self._locks[loop] = asyncio.Lock()
-        return lock
 
 
 # --------------------------------------------------------------------------- executor
@@ -428,7 +91,7 @@ class McpExecutor:
         self.grace = grace
         self.output_cap = output_cap
         self.max_message = max_message
-        self._live: dict[str, _Server] = {}
+        self._live: dict[str, Server] = {}
 
     async def aclose(self) -> None:
         """Terminate every server process (SIGTERM, `grace`, SIGKILL of its group)."""
@@ -454,13 +117,13 @@ class McpExecutor:
             if srv.conn is not None and srv.conn.alive
         }
 
-    async def _spawn(self, cfg: McpServerConfig, inv: Invocation) -> _Conn:
+    async def _spawn(self, cfg: McpServerConfig, inv: Invocation) -> Conn:
         missing: list[str] = []
-        command = _expand_env(cfg.command or "", self.environ, missing)
-        args = [_expand_env(a, self.environ, missing) for a in cfg.args]
-        extra = {k: _expand_env(v, self.environ, missing) for k, v in cfg.env.items()}
+        command = expand_env(cfg.command or "", self.environ, missing)
+        args = [expand_env(a, self.environ, missing) for a in cfg.args]
+        extra = {k: expand_env(v, self.environ, missing) for k, v in cfg.env.items()}
         if missing:
-            raise _McpError(
+            raise McpError(
                 "mcp_not_connected",
                 f"MCP server {cfg.name!r} ({cfg.file or 'config'}): environment variable(s) "
                 f"{', '.join(sorted(set(missing)))} not set and no default given",
@@ -479,15 +142,15 @@ class McpExecutor:
                 limit=self.max_message,
             )
         except (OSError, ValueError) as exc:
-            raise _McpError(
+            raise McpError(
                 "mcp_not_connected", f"cannot start MCP server {cfg.name!r} ({command!r}): {exc}"
             ) from exc
-        return _Conn(cfg.name, proc)
+        return Conn(cfg.name, proc)
 
-    async def _connection(self, name: str, cfg: McpServerConfig, inv: Invocation) -> _Conn:
+    async def _connection(self, name: str, cfg: McpServerConfig, inv: Invocation) -> Conn:
         srv = self._live.get(name)
         if srv is None:
-            srv = self._live[name] = _Server(cfg)
+            srv = self._live[name] = Server(cfg)
         async with srv.lock():
             conn = srv.conn
             if conn is not None and conn.alive and conn.loop is asyncio.get_running_loop():
@@ -509,12 +172,12 @@ class McpExecutor:
                     },
                 )
                 if not isinstance(init.get("protocolVersion"), str):
-                    raise _McpError("mcp_protocol", "initialize: the result has no protocolVersion")
+                    raise McpError("mcp_protocol", "initialize: the result has no protocolVersion")
                 await conn.notify("notifications/initialized")
-            except _McpError as exc:
+            except McpError as exc:
                 await conn.close(self.grace)
                 kind = "mcp_not_connected" if exc.kind != "mcp_protocol" else exc.kind
-                raise _McpError(
+                raise McpError(
                     kind, f"MCP server {name!r} failed to initialize: {exc.message}"
                 ) from exc
             except BaseException:
@@ -523,7 +186,7 @@ class McpExecutor:
             srv.conn = conn
             return conn
 
-    async def _stop(self, name: str, conn: _Conn) -> None:
+    async def _stop(self, name: str, conn: Conn) -> None:
         srv = self._live.get(name)
         if srv is not None and srv.conn is conn:
             srv.conn = None
@@ -592,7 +255,7 @@ class McpExecutor:
                 duration_ms=_ms(t0),
             )
         arguments = substitute(hook.input or {}, inv.payload)
-        conn: _Conn | None = None
+        conn: Conn | None = None
         try:
             async with asyncio.timeout(inv.timeout):
                 conn = await self._connection(hook.server, cfg, inv)
@@ -608,7 +271,7 @@ class McpExecutor:
                 error=f"{label} timed out after {inv.timeout:g} s",
                 duration_ms=_ms(t0),
             )
-        except _McpError as exc:
+        except McpError as exc:
             if conn is not None and exc.kind == "mcp_protocol":
                 await self._stop(hook.server, conn)
             return RawResult(
