@@ -21,7 +21,15 @@ _ROLES = ["emitter", "worker", "siem", "analyst"]
     required=True,
     help="Where to write the seeds (0600, in a 0700 dir) and users.conf.",
 )
-def keys_cmd(directory: Path) -> None:
+@click.option(
+    "--emitter",
+    "emitters",
+    multiple=True,
+    metavar="NAME",
+    help="Also make a per-host emitter key DIR/emitter-NAME.nk (repeatable; letters, "
+    "digits, '-', '_'). Each emitter key may read only its own replies.",
+)
+def keys_cmd(directory: Path, emitters: tuple[str, ...]) -> None:
     """Make one nkey per role and the server's users.conf, for a self-managed nats-server.
 
     Existing seeds are kept (run it again to rewrite users.conf). users.conf holds only
@@ -31,26 +39,47 @@ def keys_cmd(directory: Path) -> None:
     reply.nk is the workers' decision-signing seed (`worker --reply-key`); give its
     reply.pub to emitters (`--worker-key` or HOOKAUDIT_WORKER_KEY).
 
+    Every emitter key may subscribe only below its own inbox prefix (_INBOX.<its public
+    key>), which hookaudit clients use by themselves: with one key per host
+    (--emitter NAME, kept on later runs), a process holding one host's key cannot read
+    the decisions in flight to another host.
+
     \b
     Example:
-      hookaudit nats keys --dir /etc/hookaudit/nats
+      hookaudit nats keys --dir /etc/hookaudit/nats --emitter build-01 --emitter laptop-ana
       nats-server -c infra/nats/auth.conf   # after copying users.conf next to it
     """
+    import re
+
     from engine.errors import HookauditError
-    from ingest.natsauth import authorization_block, ensure_keys_in, write_private
+    from ingest.natsauth import (
+        authorization_block,
+        ensure_emitter_keys_in,
+        ensure_keys_in,
+        write_private,
+    )
     from ingest.replysig import ensure_reply_key_in
 
+    bad = [n for n in emitters if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", n)]
+    if bad:
+        raise click.BadParameter(
+            f"{bad[0]!r}: expected letters, digits, '-' or '_' (at most 64)",
+            param_hint="--emitter",
+        )
     try:
         keys = ensure_keys_in(directory)
         pub = ensure_reply_key_in(directory)
+        hosts = ensure_emitter_keys_in(directory, emitters)
         conf = directory / "users.conf"
         head = "# hookaudit roles: made by `hookaudit nats keys`; public keys only.\n"
-        write_private(conf, (head + authorization_block(keys)).encode())
+        write_private(conf, (head + authorization_block(keys, emitters=hosts)).encode())
     except (HookauditError, OSError) as e:
         click.echo(f"hookaudit: nats keys: {e}", err=True)
         raise SystemExit(1) from None
     for role in _ROLES:
         click.echo(f"{role}: {directory / (role + '.nk')}  {keys[role]}")
+    for name, key in sorted(hosts.items()):
+        click.echo(f"emitter {name}: {directory / f'emitter-{name}.nk'}  {key}")
     click.echo(f"reply: {directory / 'reply.nk'}  {pub}")
     click.echo(f'server: copy {conf} next to its config, which says: include "users.conf"')
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -37,8 +38,10 @@ __all__ = [
     "Role",
     "auth_dir",
     "authorization_block",
+    "ensure_emitter_keys_in",
     "ensure_keys_in",
     "ensure_role_keys",
+    "inbox_prefix",
     "new_seed",
     "permissions",
     "public_key",
@@ -73,12 +76,33 @@ def _names(prefix: str) -> tuple[str, str, str, str]:
     )
 
 
-def permissions(role: Role, prefixes: tuple[str, ...] = ("",)) -> Permissions:
+def inbox_prefix(public: str) -> str:
+    """The inbox prefix of an nkey: its replies (PubAcks, decisions) arrive under it.
+
+    An emitter key may subscribe to its own prefix only, so a process holding one host's
+    emitter key cannot read the decisions in flight to another host's.
+
+    Example:
+        >>> inbox_prefix("UABC")
+        '_INBOX.UABC'
+    """
+    return f"_INBOX.{public}"
+
+
+def permissions(
+    role: Role, prefixes: tuple[str, ...] = ("",), *, inbox: str = "_INBOX"
+) -> Permissions:
     """The nats-server ``permissions`` block of `role` for the deployments named by `prefixes`.
+
+    `inbox` is the emitter's own inbox prefix (`inbox_prefix` of its key): an emitter may
+    subscribe below it only. The other roles already read what an inbox carries (worker,
+    siem and analyst see outcomes), so they keep ``_INBOX.>``.
 
     Example:
         >>> permissions("emitter")["publish"]
         {'allow': ['hooks.events.>']}
+        >>> permissions("emitter", inbox="_INBOX.UABC")["subscribe"]
+        {'allow': ['_INBOX.UABC.>']}
     """
     pub: list[str] = []
     # a worker may not change the anchors stream either: new limits would evict old heads
@@ -98,14 +122,14 @@ def permissions(role: Role, prefixes: tuple[str, ...] = ("",)) -> Permissions:
                 f"$JS.API.CONSUMER.MSG.NEXT.{out}.>",
                 f"$JS.ACK.{out}.>",
             ]
-    inbox: Permissions = {"subscribe": {"allow": ["_INBOX.>"]}}
     if role == "emitter":
-        return {"publish": {"allow": pub}, **inbox}
+        return {"publish": {"allow": pub}, "subscribe": {"allow": [f"{inbox}.>"]}}
+    inbox_any: Permissions = {"subscribe": {"allow": ["_INBOX.>"]}}
     if role == "worker":
         allow = ["$JS.API.>", *pub, "_INBOX.>"]
-        return {"publish": {"allow": allow, "deny": [*_NO_DESTROY, *frozen]}, **inbox}
+        return {"publish": {"allow": allow, "deny": [*_NO_DESTROY, *frozen]}, **inbox_any}
     if role == "siem":
-        return {"publish": {"allow": ["$JS.API.INFO", *pub]}, **inbox}
+        return {"publish": {"allow": ["$JS.API.INFO", *pub]}, **inbox_any}
     analyst = [
         "$JS.API.INFO",
         "$JS.API.STREAM.NAMES",
@@ -117,7 +141,7 @@ def permissions(role: Role, prefixes: tuple[str, ...] = ("",)) -> Permissions:
         "$JS.API.CONSUMER.LIST.*",
         "$JS.API.CONSUMER.INFO.*.*",
     ]
-    return {"publish": {"allow": analyst}, **inbox}
+    return {"publish": {"allow": analyst}, **inbox_any}
 
 
 _SEED_SUFFIX = ".nk"
@@ -221,20 +245,48 @@ def ensure_keys_in(directory: Path) -> dict[str, str]:
     return keys
 
 
-def authorization_block(keys: dict[str, str], prefixes: tuple[str, ...] = ("",)) -> str:
+def ensure_emitter_keys_in(directory: Path, names: Iterable[str]) -> dict[str, str]:
+    """Per-host emitter seeds ``emitter-<name>.nk`` (0600): create the missing ones of
+    `names`; return name -> public key of every one the directory holds.
+
+    Example:
+        >>> ensure_emitter_keys_in(Path("/etc/hookaudit/nats"), ["build-01"])  # doctest: +SKIP
+        {'build-01': 'U…'}
+    """
+    d = private_dir(directory)
+    for name in names:
+        path = d / f"emitter-{name}{_SEED_SUFFIX}"
+        if not path.is_file():
+            write_private(path, new_seed() + b"\n")
+    out: dict[str, str] = {}
+    for path in sorted(d.glob(f"emitter-*{_SEED_SUFFIX}")):
+        os.chmod(path, 0o600)
+        out[path.name[len("emitter-") : -len(_SEED_SUFFIX)]] = public_key(path.read_bytes())
+    return out
+
+
+def authorization_block(
+    keys: dict[str, str],
+    prefixes: tuple[str, ...] = ("",),
+    emitters: dict[str, str] | None = None,
+) -> str:
     """The nats-server ``authorization`` block giving each role's public key its permissions.
 
     No user without a key and no ``no_auth_user``: anonymous clients are refused.
+    `emitters` (name -> public key) are per-host emitter keys: the emitter's permissions,
+    each with its own inbox (`inbox_prefix`), as is the role's own emitter key.
 
     Example:
         >>> "authorization" in authorization_block({r: "U" + "A" * 55 for r in ROLES})
         True
     """
     lines = ["authorization {", "  users: ["]
-    for role in ROLES:
-        lines.append(f"    # {role}")
-        perms = permissions(role, prefixes)
-        body = json.dumps({"nkey": keys[role], "permissions": perms}, indent=None)
+    users: list[tuple[str, Role, str]] = [(r, r, keys[r]) for r in ROLES]
+    users += [(f"emitter {n}", "emitter", k) for n, k in sorted((emitters or {}).items())]
+    for label, role, key in users:
+        lines.append(f"    # {label}")
+        perms = permissions(role, prefixes, inbox=inbox_prefix(key))
+        body = json.dumps({"nkey": key, "permissions": perms}, indent=None)
         lines.append(f"    {body}")
     lines += ["  ]", "}"]
     return "\n".join(lines) + "\n"

@@ -83,6 +83,9 @@ class ConnectOptions:
     #: The data dir of an embedded server to follow: each reconnect attempt reads its
     #: server.json, so a client finds the server again if it came back on another port.
     follow: Path | None = None
+    #: Where this client's replies arrive. None: ``_INBOX.<public key>`` for an nkey (an
+    #: emitter key may subscribe there only: `ingest.natsauth.inbox_prefix`), else _INBOX.
+    inbox_prefix: str | None = None
 
     async def connect(self) -> Client:
         """Connect, or raise `Unavailable` naming the servers and why.
@@ -152,6 +155,9 @@ class ConnectOptions:
         tls = self._tls_context()
         if tls is not None:
             kwargs["tls"] = tls
+        inbox = self.inbox_prefix or _key_inbox(self.nkey_seed)
+        if inbox:
+            kwargs["inbox_prefix"] = inbox
         return kwargs
 
     def _tls_context(self) -> ssl.SSLContext | None:
@@ -172,6 +178,19 @@ class ConnectOptions:
                     self.tls_cert, "--tls-cert", f"cannot load certificate/key: {e}"
                 ) from e
         return ctx
+
+
+def _key_inbox(seed_file: str | None) -> str | None:
+    """``_INBOX.<public key>`` of an nkey seed file (None if there is none or it is unreadable:
+    connecting then says what is wrong with it)."""
+    if seed_file is None:
+        return None
+    from ingest.natsauth import inbox_prefix, public_key
+
+    try:
+        return inbox_prefix(public_key(Path(seed_file).read_bytes()))
+    except Exception:  # not a seed: nats-py's own error names the file
+        return None
 
 
 def _follower(nc: Client, data_dir: Path, wait: float) -> Any:

@@ -20,7 +20,7 @@ from nats.js import api as js_api
 from engine.records import encode_msgpack, new_event
 from ingest import embedded
 from ingest import nats as ha_nats
-from ingest.natsauth import Role, role_credentials
+from ingest.natsauth import Role, inbox_prefix, public_key, role_credentials
 from ingest.protocol import MSG_ID
 
 pytestmark = pytest.mark.timeout(60)
@@ -61,9 +61,12 @@ class Session:
             self.errors.append(str(e))
 
         seed = None if role is None else str(role_credentials(d, role))
+        # as hookaudit's clients do: replies under the key's own inbox prefix
+        inbox = "_INBOX" if seed is None else inbox_prefix(public_key(Path(seed).read_bytes()))
         await self.nc.connect(
             rec.url,
             nkeys_seed=seed,
+            inbox_prefix=inbox,
             error_cb=on_error,
             allow_reconnect=False,
             max_reconnect_attempts=0,
@@ -285,3 +288,13 @@ def config_with(config: Any, **changes: Any) -> Any:
     import dataclasses
 
     return dataclasses.replace(config, **changes)
+
+
+async def test_an_emitter_reads_only_its_own_inbox(auth_dir: Path, session: Session) -> None:
+    await session.open(auth_dir, "emitter")
+    await session.nc.subscribe("_INBOX.>")
+    await session.nc.subscribe("_INBOX.someone-else.>")
+    await _settle(session.nc)
+    assert session.violated('subscription to "_INBOX.>"'), session.errors
+    assert session.violated('subscription to "_INBOX.someone-else.>"'), session.errors
+    print("emitter: subscribing to every inbox or another's refused; its own prefix works")
