@@ -140,7 +140,8 @@ def units(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def test_systemd_analyze_verify_accepts_every_unit(units: list[Path]) -> None:
     tool = _need("systemd-analyze", "systemd")
     assert {u.name.split("@")[0].removesuffix(".service") for u in units} == {
-        "hookaudit-nats", "hookaudit-worker", "hookaudit-serve", "hookaudit-siem"
+        "hookaudit-nats", "hookaudit-worker", "hookaudit-serve", "hookaudit-siem",
+        "hookaudit-relay",
     }  # fmt: skip
     p = subprocess.run([tool, "verify", *map(str, units)], capture_output=True, text=True,
                        timeout=60, check=False, cwd=units[0].parent)  # fmt: skip
