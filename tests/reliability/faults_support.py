@@ -153,3 +153,42 @@ def consumer_state(info: Any) -> dict[str, int]:
 
 def dump(obj: object) -> str:
     return json.dumps(obj, default=str)
+
+
+@dataclass
+class Emitted:
+    seconds: float
+    code: int
+    stdout: str
+    stderr: str
+
+
+async def emit(args: list[str], body: bytes, *, wait: bool, timeout: float = 60.0) -> Emitted:
+    """Run one `hookaudit emit` process (with `--wait`: it waits for the worker's decision)."""
+    extra = ["--wait", "--timeout", f"{timeout:g}", "--fail", "closed"] if wait else []
+    t0 = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hookaudit", "emit", *args, *extra,
+        cwd=REPO, env=env(),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(body), timeout + 60)
+    assert proc.returncode is not None
+    return Emitted(time.monotonic() - t0, proc.returncode, out.decode(), err.decode())
+
+
+def decision(e: Emitted) -> str:
+    """'deny: <reason>' for a PreToolUse deny on stdout, 'allow' for silence with exit 0."""
+    if e.code == 0 and not e.stdout.strip():
+        return "allow"
+    try:
+        hso = json.loads(e.stdout)["hookSpecificOutput"]
+    except (ValueError, KeyError):
+        return f"exit {e.code}: {e.stdout.strip()[:200]} {e.stderr.strip()[:300]}"
+    return f"{hso['permissionDecision']}: {hso.get('permissionDecisionReason', '')}"
+
+
+def quantile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else 0.0
