@@ -435,7 +435,12 @@ class Worker:
         assert self.writer is not None
         events = [(msg, ev) for msg, ev, _ in items]
         ready = [o for _, _, o in items]
-        stored = self.writer.append_batch(ready, roll=False)
+        # Chaining, writing and the fsync run in a thread: the loop goes on fetching,
+        # evaluating and publishing meanwhile, and what is decided during one fsync joins
+        # the next commit (group commit). On a shared disk an fsync can take 30 ms and more;
+        # on the loop it stopped everything for as long. The committer is the writer's one
+        # user, so nothing else touches it meanwhile.
+        stored = await asyncio.to_thread(self.writer.append_batch, ready, roll=False)
         by_key = {idempotency_key(o.event.id, o.settings_id, o.replay_id): o for o in stored}
         keys = [idempotency_key(o.event.id, o.settings_id, o.replay_id) for o in ready]
         dups = [k for k in keys if k not in by_key]

@@ -136,7 +136,7 @@ async def test_a_hundred_concurrent_emitters_get_the_policy_decision(
             for i in range(n)
         }
         results = await asyncio.gather(
-            *(emit(args, body(s, c), wait=True, timeout=60) for s, c in commands.items())
+            *(emit(args, body(s, c), wait=True, timeout=150) for s, c in commands.items())
         )
         seen = await wait_sessions(data, set(commands), timeout=30)
     finally:

@@ -1,0 +1,295 @@
+"""Benchmark: worker throughput against the combined raw limit, 1 and 2 workers, 1 and 3 nodes.
+
+For each topology (one nats-server; the 3-node TLS cluster of infra/nats/cluster with R3
+streams) and each worker count W (1, 2), in the same run and on the same server:
+
+- raw pull+ack: W processes pull batches from the durable consumer and ack each message
+  (no decoding, no log), N pre-published events;
+- worker: W `hookaudit worker` processes (matcher-only settings, as bench_pipeline) decode,
+  evaluate, append to the fsynced log, publish each outcome (PubAck awaited), then ack;
+- raw publish: W processes publish the very outcomes the workers published (same subjects,
+  bytes and Nats-Msg-Id) to another outcomes stream, PubAcks awaited in bulk, as the
+  worker does;
+- raw pull+ack again (the machine is shared: the two raw runs bracket the worker's).
+
+combined raw limit = 1 / (1/pull_ack + 1/publish): what a process doing only the NATS work
+the worker must do (pull, ack, publish the outcome) could sustain. Every rate is measured
+the same way, by the parent polling the server (acked events, stored outcomes) and taking the
+10%..90% span, so process start-up is not counted. Prints JSON; target ratio ≥ 0.85.
+
+Run: .venv/bin/python tests/bench/bench_scale.py [N] [--nodes 1|3] [--workers 1|2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from engine.records import encode_msgpack, new_event  # noqa: E402
+from ingest.nats import ConnectOptions, event_subject, names, provision  # noqa: E402
+from ingest.protocol import MSG_ID  # noqa: E402
+
+TARGET = 0.85
+
+
+def _co(url: str, ca: str | None) -> ConnectOptions:
+    return ConnectOptions(servers=tuple(url.split(",")), tls_ca=ca, name="bench")
+
+
+# -- children: one process each, so that W of them use W cores ---------------------------
+
+
+async def child_pull_ack(url: str, ca: str | None, prefix: str) -> None:
+    from ingest.pull import Puller
+
+    nc = await _co(url, ca).connect()
+    nm = names(prefix)
+    sub = Puller(nc, nm.events_stream, nm.worker_consumer)
+    await sub.start()
+    idle = 0
+    while idle < 6:  # until the consumer has stayed empty for 3 s
+        msgs = await sub.fetch(512, timeout=0.5)
+        idle = 0 if msgs else idle + 1
+        for m in msgs:
+            await m.ack()
+    await nc.flush()
+    await nc.close()
+
+
+async def child_publish(url: str, ca: str | None, prefix: str, src: str) -> None:
+    from ingest.puback import AckWaiter
+
+    nc = await _co(url, ca).connect()
+    acks = AckWaiter(nc)
+    await acks.start()
+    old, new = names("wrk").outcomes_prefix, names(prefix).outcomes_prefix
+    with open(src, "rb") as f:
+        items = [json.loads(line) for line in f]
+    window = []
+    for subject, data, msg_id in items:
+        subject = new + subject[len(old) :]
+        window.append(await acks.publish(subject, bytes.fromhex(data), {MSG_ID: msg_id}))
+        if len(window) >= 512:  # as the worker: a batch in flight, PubAcks awaited in bulk
+            await acks.wait(window, timeout=30)
+            window = []
+    await acks.wait(window, timeout=30)
+    await nc.close()
+
+
+# -- parent ------------------------------------------------------------------------------
+
+
+async def preload(co: ConnectOptions, prefix: str, count: int, replicas: int) -> None:
+    nc = await co.connect()
+    js = nc.jetstream()
+    await provision(js, prefix=prefix, replicas=replicas)
+    subject = event_subject(names(prefix), "PreToolUse")
+    futs = []
+    for i in range(count):
+        ev = new_event(
+            {
+                "hook_event_name": "PreToolUse",
+                "session_id": f"s{i % 50}",
+                "cwd": "/home/u/p",
+                "tool_name": "Glob",
+                "tool_input": {"pattern": "**/*.py"},
+                "tool_use_id": f"toolu_{i}",
+            },
+            source="bench",
+            host="h",
+            user="u",
+        )
+        futs.append(js.publish(subject, encode_msgpack(ev), headers={MSG_ID: ev.id}))
+        if len(futs) >= 500:
+            await asyncio.gather(*futs)
+            futs = []
+    await asyncio.gather(*futs)
+    await nc.close()
+
+
+async def span_rate(
+    progress: Callable[[], Awaitable[int]], count: int, procs: list[subprocess.Popen[bytes]]
+) -> float:
+    """Events/s between 10% and 90% of `count`, polling `progress` every 50 ms."""
+    lo, hi = count // 10, count * 9 // 10
+    t_lo = t_hi = None
+    deadline = time.monotonic() + 600
+    while t_hi is None:
+        done = await progress()
+        now = time.monotonic()
+        if t_lo is None and done >= lo:
+            t_lo = now
+        if done >= hi:
+            t_hi = now
+        gone = procs and all(p.poll() is not None for p in procs)
+        if t_hi is None and (time.monotonic() > deadline or gone):
+            raise RuntimeError(f"stalled at {done} of {count}")
+        await asyncio.sleep(0.05)
+    assert t_lo is not None
+    return (hi - lo) / max(t_hi - t_lo, 1e-6)
+
+
+def spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as err:
+        return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def finish(procs: list[subprocess.Popen[bytes]], log: Path, *, term: bool) -> None:
+    for p in procs:
+        if term and p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        if p.returncode not in (0, -15):
+            raise RuntimeError(f"child exited {p.returncode}: {log.read_text()[-2000:]}")
+
+
+async def measure(url: str, ca: str | None, replicas: int, count: int, w: int, d: Path) -> dict:
+    from tests.bench.bench_pipeline import write_settings
+
+    co = _co(url, ca)
+    nc = await co.connect()
+    js = nc.jetstream()
+    log = d / f"children-{w}.log"
+    me = [sys.executable, str(Path(__file__).resolve()), "child"]
+    tls = ["--tls-ca", ca] if ca else []
+
+    def acked(prefix: str) -> Callable[[], Awaitable[int]]:
+        nm = names(prefix)
+
+        async def f() -> int:
+            ci = await js.consumer_info(nm.events_stream, nm.worker_consumer)
+            return count - int(ci.num_pending) - int(ci.num_ack_pending)
+
+        return f
+
+    def stored(prefix: str) -> Callable[[], Awaitable[int]]:
+        async def f() -> int:
+            return int((await js.stream_info(names(prefix).outcomes_stream)).state.messages)
+
+        return f
+
+    async def pull_ack(prefix: str) -> float:
+        await preload(co, prefix, count, replicas)
+        procs = [spawn([*me, "pullack", url, ca or "", prefix], log) for _ in range(w)]
+        rate = await span_rate(acked(prefix), count, procs)
+        finish(procs, log, term=False)
+        return rate
+
+    tag = f"{replicas}n{w}w"
+    raw1 = await pull_ack(f"rawa{tag}")
+
+    await preload(co, "wrk", count, replicas)
+    settings = write_settings(d)
+    argv = [
+        sys.executable, "-m", "hookaudit", "worker", "--nats", url, *tls, "--prefix", "wrk",
+        "--settings", f"project:{settings}",
+    ]  # fmt: skip
+    workers = [
+        spawn([*argv, "--data-dir", str(d / f"data{w}"), "--name", f"b{i}"], log) for i in range(w)
+    ]
+    worker = await span_rate(acked("wrk"), count, workers)
+    while await acked("wrk")() < count:
+        await asyncio.sleep(0.1)
+    finish(workers, log, term=True)
+
+    # The outcomes the workers published, to be published again raw.
+    src = d / f"outcomes-{w}.jsonl"
+    osub = await js.subscribe(names("wrk").outcomes_subjects, ordered_consumer=True)
+    with src.open("w") as f:
+        for _ in range(count):
+            m = await osub.next_msg(timeout=30)
+            f.write(json.dumps([m.subject, m.data.hex(), (m.headers or {}).get(MSG_ID)]) + "\n")
+    await osub.unsubscribe()
+    pprefix = f"rawp{tag}"
+    await provision(js, prefix=pprefix, replicas=replicas)
+    # Each child publishes its share of the outcomes.
+    lines = src.read_text().splitlines()
+    shares = []
+    for i in range(w):
+        part = d / f"outcomes-{w}-{i}.jsonl"
+        part.write_text("".join(ln + "\n" for ln in lines[i::w]))
+        shares.append(part)
+    procs = [spawn([*me, "publish", url, ca or "", pprefix, str(p)], log) for p in shares]
+    publish = await span_rate(stored(pprefix), count, procs)
+    finish(procs, log, term=False)
+
+    raw2 = await pull_ack(f"rawb{tag}")
+    for prefix in (f"rawa{tag}", "wrk", pprefix, f"rawb{tag}"):
+        for stream in (names(prefix).events_stream, names(prefix).outcomes_stream):
+            await js.delete_stream(stream)
+    await nc.close()
+    pull = (raw1 + raw2) / 2
+    combined = 1 / (1 / pull + 1 / publish)
+    return {
+        "nodes": replicas,
+        "workers": w,
+        "events": count,
+        "raw_pull_ack_per_s": round(pull),
+        "raw_pull_ack_runs": [round(raw1), round(raw2)],
+        "raw_publish_per_s": round(publish),
+        "combined_raw_limit_per_s": round(combined),
+        "worker_per_s": round(worker),
+        "ratio": round(worker / combined, 3),
+        "target_ratio": TARGET,
+    }
+
+
+async def run_topology(nodes: int, count: int, counts: list[int]) -> list[dict]:
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        d = Path(tmp)
+        if nodes == 1:
+            from ingest.embedded import start_embedded, stop_embedded
+
+            server = start_embedded(d / "nats", auth=False)
+            try:
+                for w in counts:
+                    out.append(await measure(server.url, None, 1, count, w, d))
+            finally:
+                stop_embedded(d / "nats")
+        else:
+            from tests.reliability.conftest import run_cluster
+
+            with run_cluster(d / "cluster") as cluster:
+                for w in counts:
+                    out.append(await measure(cluster.urls, str(cluster.ca), 3, count, w, d))
+    return out
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "child":
+        kind, url, ca, prefix, *rest = sys.argv[2:]
+        if kind == "pullack":
+            asyncio.run(child_pull_ack(url, ca or None, prefix))
+        else:
+            asyncio.run(child_publish(url, ca or None, prefix, rest[0]))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("events", nargs="?", type=int, default=20000)
+    ap.add_argument("--nodes", type=int, choices=(1, 3), action="append")
+    ap.add_argument("--workers", type=int, choices=(1, 2), action="append")
+    args = ap.parse_args()
+    results: list[dict[str, Any]] = []
+    for nodes in args.nodes or [1, 3]:
+        results += asyncio.run(run_topology(nodes, args.events, args.workers or [1, 2]))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
