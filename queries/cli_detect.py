@@ -1,8 +1,16 @@
-"""`hookaudit detect`: Sigma rules over the history (and, with --follow, what comes next)."""
+"""`hookaudit detect`: Sigma rules over the history (and, with --follow, what comes next).
+
+The rules run as SQL through the DuckDB backend (`queries.sigma_duckdb`) over the log's
+`outcomes` view; `--follow` asks again every `--interval` seconds for what lies past the
+log positions already read (worker -> last seq), never rescanning what it has matched.
+Matches print as a table (or JSON) or go, as OCSF Detection Findings, to any SIEM target.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import sys
 import time
 from datetime import datetime
@@ -15,9 +23,18 @@ from hookaudit.options import data_dir_option, default_data_dir, fail
 
 __all__ = ["detect_cmd"]
 
+_SEVERITY = {"informational": 1, "low": 3, "medium": 5, "high": 7, "critical": 9}
+
+
+def _finite(v: float) -> float:
+    if not math.isfinite(v):
+        raise click.BadParameter(f"{v} is not a number of seconds")
+    return v
+
 
 def _load(rules_dir: Path) -> list[Any]:
     from queries.sigma import RuleError, load_rules
+    from queries.sigma_duckdb import rule_sql
 
     files = sorted(p for p in rules_dir.rglob("*") if p.suffix in (".yml", ".yaml"))
     if not files:
@@ -28,24 +45,91 @@ def _load(rules_dir: Path) -> list[Any]:
             rules += load_rules(f.read_text(encoding="utf-8"), str(f))
         except (RuleError, OSError, UnicodeDecodeError) as e:
             fail(str(e) if isinstance(e, RuleError) else f"{f}: {e}")
+    for r in rules:  # every rule converts to SQL before anything runs
+        try:
+            rule_sql(r)
+        except RuleError as e:
+            fail(str(e))
     return rules
 
 
-def _row(rule: Any, o: Any, ev: dict[str, Any]) -> dict[str, Any]:
-    what = ev.get("CommandLine") or ev.get("TargetFilename") or ev.get("c-uri") or ""
+def _row(m: Any) -> dict[str, Any]:
     return {
-        "time": o.event.ts.isoformat(),
-        "rule": rule.title,
-        "level": rule.level,
-        "rule_id": rule.id,
-        "event_id": o.event.id,
-        "session_id": o.event.session_id,
-        "user": o.event.user,
-        "host": o.event.host,
-        "tool": o.event.tool_name,
-        "decision": o.decision or "none",
-        "what": str(what)[:200],
+        "time": m.ts.isoformat(),
+        "rule": m.rule.title,
+        "level": m.rule.level,
+        "rule_id": m.rule.id,
+        "event_id": m.id,
+        "session_id": m.session_id,
+        "user": m.user,
+        "host": m.host,
+        "tool": m.tool,
+        "decision": m.decision,
+        "what": str(m.what)[:200],
     }
+
+
+def _record(m: Any, fmt: str) -> Any:
+    """A match as a record a SIEM sink sends: an OCSF Detection Finding, or the JSON row."""
+    from ingest.siem.formats import Formatted
+    from ingest.siem.ocsf import sigma_finding
+
+    ms = int(m.ts.timestamp() * 1000)
+    if fmt == "ocsf":
+        doc = sigma_finding(
+            rule_title=m.rule.title,
+            rule_id=m.rule.id,
+            level=m.rule.level,
+            event_id=m.id,
+            time_ms=ms,
+            user=m.user,
+            host=m.host,
+            session_id=m.session_id,
+            tool=m.tool,
+            decision=m.decision,
+            what=m.what,
+        )
+        uid = doc["metadata"]["uid"]
+    else:
+        doc = _row(m)
+        uid = f"{m.rule.id or m.rule.title}.{m.id}"
+    return Formatted(
+        uid=uid,
+        event_id=m.id,
+        seq=m.seq,
+        time_ms=ms,
+        severity=_SEVERITY.get(m.rule.level, 5),
+        event="SigmaMatch",
+        host=m.host,
+        text=json.dumps(doc, ensure_ascii=False),
+        doc=doc,
+        sourcetype=f"hookaudit:detect:{fmt}",
+    )
+
+
+async def _send(sink: Any, records: list[Any], max_backoff: float = 10.0) -> int:
+    """Send until the sink accepted or parked every record; returns how many it parked."""
+    from ingest.siem.sink import SinkDown
+
+    async def alive() -> None:
+        return None
+
+    todo, parked, backoff = list(records), 0, 0.5
+    while todo:
+        try:
+            d = await sink.send(todo, alive)
+        except SinkDown as e:
+            click.echo(f"hookaudit detect: {e}; again in {backoff:g} s", err=True)
+        else:
+            for i, why in d.parked:
+                click.echo(f"hookaudit detect: {sink.name} refused {todo[i].uid}: {why}", err=True)
+            parked += len(d.parked)
+            todo = [todo[i] for i in sorted(set(d.retry) - {i for i, _ in d.parked})]
+            if not todo:
+                break
+        await asyncio.sleep(backoff)
+        backoff = min(backoff * 2, max_backoff)
+    return parked
 
 
 @click.command("detect")
@@ -58,28 +142,78 @@ def _row(rule: Any, o: Any, ev: dict[str, Any]) -> dict[str, Any]:
     help="A directory of Sigma rules (product: claude_code), e.g. infra/sigma.",
 )
 @click.option("--since", default=None, help="Only events at or after: 7d, 12h, or ISO-8601.")
-@click.option("--follow", is_flag=True, help="Keep reading the log for new events (until ^C).")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep reading the log for new events (until ^C); each turn reads only what lies "
+    "past the log positions already read.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.1, 3600),
+    default=2.0,
+    show_default=True,
+    callback=lambda ctx, param, v: _finite(v),
+    help="Seconds between two turns of --follow.",
+)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "jsonl"]),
+    type=click.Choice(["table", "json", "jsonl", "ocsf"]),
     default="table",
     show_default=True,
+    help="table/json/jsonl rows, or ocsf: one OCSF Detection Finding (2004) a line. "
+    "With --to: ocsf (the default there) or json.",
+)
+@click.option(
+    "--to",
+    default=None,
+    metavar="URL",
+    help="Send the matches to a SIEM target, as `hookaudit siem --to` takes "
+    "(syslog+tcp://, hec+https://, elastic+https://, https://, file://, -).",
+)
+@click.option(
+    "--token",
+    envvar="HOOKAUDIT_SIEM_TOKEN",
+    default=None,
+    help="HEC token / Elastic API key / webhook bearer (env HOOKAUDIT_SIEM_TOKEN).",
+)
+@click.option(
+    "--tls-ca", type=click.Path(dir_okay=False, exists=True), default=None, help="CA of the SIEM."
+)
+@click.option(
+    "--tls-cert", type=click.Path(dir_okay=False, exists=True), default=None, help="Client cert."
+)
+@click.option(
+    "--tls-key", type=click.Path(dir_okay=False, exists=True), default=None, help="Its key."
 )
 def detect_cmd(
-    data_dir: Path | None, rules_dir: Path, since: str | None, follow: bool, fmt: str
+    data_dir: Path | None,
+    rules_dir: Path,
+    since: str | None,
+    follow: bool,
+    interval: float,
+    fmt: str,
+    to: str | None,
+    token: str | None,
+    tls_ca: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
 ) -> None:
     """Run Sigma rules over the history; print one row per (rule, event) that matches.
 
-    The log source mapping (fields, categories) is in queries/sigma.py and the README.
+    The rules run in DuckDB over the log (queries/sigma_duckdb.py); the log source mapping
+    (fields, categories) is in queries/sigma.py and the README.
 
     \b
-    Example:
+    Examples:
       hookaudit detect --data-dir ./data --rules infra/sigma --since 7d
+      hookaudit detect --rules infra/sigma --follow --to hec+https://splunk:8088 --token $T
     """
-    from ingest.log import iter_outcomes
+    from ingest.siem.targets import TlsFiles, parse_target
     from queries.catalog import QueryError, parse_time
-    from queries.sigma import event_fields, matches
+    from queries.db import open_db
+    from queries.sigma_duckdb import detect_history
 
     d = data_dir or default_data_dir()
     rules = _load(rules_dir)
@@ -87,41 +221,70 @@ def detect_cmd(
         start: datetime | None = parse_time(since) if since else None
     except QueryError as e:
         raise click.UsageError(f"--since: {e}") from e
-    seen: set[tuple[str, str]] = set()
-    rows: list[dict[str, Any]] = []
-
-    def scan() -> None:
-        for o in iter_outcomes(d):
-            if o.replay_id is not None or (start is not None and o.event.ts < start):
-                continue
-            key = (o.event.id, o.settings_id)
-            if key in seen:
-                continue
-            seen.add(key)
-            ev = event_fields(o)
-            for r in rules:
-                if matches(r, ev):
-                    row = _row(r, o, ev)
-                    if follow or fmt == "jsonl":  # streamed (--follow with json is jsonl)
-                        click.echo(json.dumps(row) if fmt != "table" else _line(row))
-                        sys.stdout.flush()
-                    else:
-                        rows.append(row)
-
-    scan()
-    if follow:
+    sink: Any = None
+    if to is not None:
+        if fmt == "table":
+            fmt = "ocsf"
+        if fmt not in ("ocsf", "json"):
+            raise click.UsageError("--format with --to: ocsf or json")
         try:
-            while True:
-                time.sleep(2.0)
-                scan()
+            sink = parse_target(to, tls=TlsFiles(tls_ca, tls_cert, tls_key), token=token)
+        except ValueError as e:
+            raise click.UsageError(str(e)) from e
+    positions: dict[str, int] = {}
+    rows: list[dict[str, Any]] = []
+    count = 0
+
+    def turn() -> list[Any]:
+        nonlocal positions
+        try:
+            con = open_db(d)
+            try:
+                matches, positions = detect_history(con, rules, since=start, after=positions)
+            finally:
+                con.close()
+        except QueryError as e:
+            fail(str(e))
+        return matches
+
+    def emit(matches: list[Any], runner: asyncio.Runner | None) -> None:
+        nonlocal count
+        count += len(matches)
+        if sink is not None and runner is not None:
+            if matches:
+                parked = runner.run(_send(sink, [_record(m, fmt) for m in matches]))
+                click.echo(
+                    f"{len(matches) - parked} match(es) sent to {sink.name}"
+                    + (f", {parked} refused" if parked else ""),
+                    err=True,
+                )
+            return
+        for m in matches:
+            if fmt == "ocsf":
+                click.echo(_record(m, "ocsf").text)
+            elif follow or fmt == "jsonl":  # streamed (--follow with json is jsonl)
+                click.echo(json.dumps(_row(m)) if fmt != "table" else _line(_row(m)))
+            else:
+                rows.append(_row(m))
+        sys.stdout.flush()
+
+    with asyncio.Runner() as runner:
+        try:
+            emit(turn(), runner)
+            while follow:
+                time.sleep(interval)
+                emit(turn(), runner)
         except KeyboardInterrupt:
             return
-    if fmt == "json":
+        finally:
+            if sink is not None:
+                runner.run(sink.close())
+    if fmt == "json" and sink is None:
         click.echo(json.dumps(rows, indent=2))
-    elif fmt == "table":
+    elif fmt == "table" and sink is None:
         for row in rows:
             click.echo(_line(row))
-        click.echo(f"{len(rows)} match(es), {len(rules)} rule(s), {len(seen)} event(s)", err=True)
+    click.echo(f"{count} match(es), {len(rules)} rule(s)", err=True)
 
 
 def _line(row: dict[str, Any]) -> str:

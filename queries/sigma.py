@@ -70,14 +70,14 @@ FIELDS: dict[str, str] = {
     "Decision": "allow, deny, ask, defer or none",
     "Blocked": "true when the call was stopped",
     "CommandLine": "Bash tool_input.command",
-    "Image": "the first word of CommandLine",
-    "TargetFilename": "tool_input.file_path (or notebook_path, path)",
+    "Image": "the first word of CommandLine (words split at ASCII white space)",
+    "TargetFilename": "the first non-empty string of tool_input.file_path, notebook_path, path",
     "c-uri": "WebFetch tool_input.url (also Url)",
     "cs-host": "the host of that URL (also UrlHost)",
     "McpServer": "SERVER of mcp__SERVER__TOOL",
     "McpTool": "TOOL of mcp__SERVER__TOOL",
     "Prompt": "UserPromptSubmit prompt",
-    "tool_input.NAME": "any field of the tool input",
+    "tool_input.NAME": "a string, boolean or integer field of the tool input",
 }
 
 CURL_SH = """\
@@ -105,6 +105,7 @@ class Rule:
     path: str
     tools: tuple[str, ...] | None  # None: every event
     condition: Any  # pySigma's parsed condition tree
+    sigma: SigmaRule | None = None  # the rule as pySigma read it (for the DuckDB backend)
 
 
 def load_rules(text: str, path: str) -> list[Rule]:
@@ -129,7 +130,7 @@ def load_rules(text: str, path: str) -> list[Rule]:
             conds = [c.parse() for c in r.detection.parsed_condition]
             cond = conds[0] if len(conds) == 1 else ConditionOR(conds)
             level = r.level.name.lower() if r.level else "medium"
-            out.append(Rule(r.title, str(r.id or ""), level, path, tools, cond))
+            out.append(Rule(r.title, str(r.id or ""), level, path, tools, cond, r))
         return out
     except RuleError:
         raise
@@ -142,6 +143,12 @@ def load_rules(text: str, path: str) -> list[Rule]:
 
 
 _dec = msgspec.json.Decoder()
+_FIRST_WORD = re.compile(r"[ \t\n\r\f\v]*([^ \t\n\r\f\v]*)")
+_PATHS = ("file_path", "notebook_path", "path")
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
 
 
 def event_fields(o: Outcome) -> dict[str, Any]:
@@ -163,16 +170,18 @@ def event_fields(o: Outcome) -> dict[str, Any]:
         "CurrentDirectory": ev.cwd,
         "Decision": o.decision or "none",
         "Blocked": o.blocked,
-        "Prompt": payload.get("prompt"),
+        "Prompt": _str(payload.get("prompt")),
     }
     for k, v in ti.items():
-        f[f"tool_input.{k}"] = v
+        if isinstance(v, str | bool) or (isinstance(v, int) and -(1 << 63) <= v < 1 << 64):
+            f[f"tool_input.{k}"] = v  # lists, objects, floats and huge numbers: no field
     cmd = ti.get("command")
     if isinstance(cmd, str):
         f["CommandLine"] = cmd
-        f["Image"] = cmd.split(maxsplit=1)[0] if cmd.split() else ""
-    path = ti.get("file_path") or ti.get("notebook_path") or ti.get("path")
-    if isinstance(path, str):
+        word = _FIRST_WORD.match(cmd)
+        f["Image"] = word[1] if word else ""
+    path = next((p for p in (ti.get(k) for k in _PATHS) if isinstance(p, str) and p), None)
+    if path is not None:
         f["TargetFilename"] = path
     url = ti.get("url")
     if isinstance(url, str):
@@ -236,8 +245,9 @@ def _value_matches(value: Any, have: Any) -> bool:
             flags |= re.DOTALL
         text = have if isinstance(have, str) else _scalar_text(have)
         return text is not None and re.search(value.regexp.to_plain(), text, flags) is not None
-    if isinstance(value, SigmaBool):
-        return have is value.boolean
+    if isinstance(value, SigmaBool):  # true/false, or their text in any case
+        text = _scalar_text(have)
+        return text is not None and text.lower() == ("true" if value.boolean else "false")
     if isinstance(value, SigmaNumber):
         return (not isinstance(have, bool) and have == value.number) or _scalar_text(have) == str(
             value.number

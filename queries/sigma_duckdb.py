@@ -24,14 +24,28 @@ Example:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 from sigma.conditions import ConditionAND, ConditionNOT, ConditionOR
 from sigma.conversion.base import TextQueryBackend
 from sigma.conversion.state import ConversionState
+from sigma.exceptions import SigmaError
 from sigma.types import SigmaNumber, SigmaString, SpecialChars
 
-__all__ = ["COLUMNS", "DuckDBBackend", "events_table"]
+from queries.sigma import Rule, RuleError
+
+__all__ = [
+    "COLUMNS",
+    "DuckDBBackend",
+    "Match",
+    "category_sql",
+    "detect_history",
+    "events_table",
+    "rule_sql",
+    "sigma_events_sql",
+]
 
 COLUMNS = (
     "EventName",
@@ -55,6 +69,7 @@ COLUMNS = (
 )
 
 _LIKE = "ESCAPE '\\'"
+_SCALAR = "('VARCHAR', 'BIGINT', 'UBIGINT', 'BOOLEAN')"
 
 
 def _sql_str(text: str) -> str:
@@ -89,11 +104,11 @@ class DuckDBBackend(TextQueryBackend):
     re_flag_prefix = True
     field_null_expression: ClassVar[str] = "({field} IS NULL OR {field} = '')"
     unbound_value_str_expression: ClassVar[str] = (
-        "coalesce(len(list_filter(all_values, v -> v ILIKE {value} " + _LIKE + ")) > 0, false)"
+        "coalesce(len(list_filter(all_values, lambda v: v ILIKE {value} " + _LIKE + ")) > 0, false)"
     )
     unbound_value_num_expression: ClassVar[str] = unbound_value_str_expression
     unbound_value_re_expression: ClassVar[str] = (
-        "coalesce(len(list_filter(all_values, v -> regexp_matches(v, '{value}'))) > 0, false)"
+        "coalesce(len(list_filter(all_values, lambda v: regexp_matches(v, '{value}'))) > 0, false)"
     )
     field_in_list_expression: ClassVar[str | None] = None
 
@@ -102,8 +117,12 @@ class DuckDBBackend(TextQueryBackend):
             return '"' + field_name.replace('"', '""') + '"'
         if field_name.startswith("tool_input.") and len(field_name) > len("tool_input."):
             key = field_name[len("tool_input.") :].replace('"', '\\"')
-            path = '$."' + key + '"'
-            return f"json_extract_string(tool_input, {_sql_str(path)})"
+            path = _sql_str('$."' + key + '"')
+            # a string, integer or boolean field; lists, objects and floats match nothing
+            return (
+                f"(CASE WHEN json_type(tool_input, {path}) IN {_SCALAR} "
+                f"THEN json_extract_string(tool_input, {path}) END)"
+            )
         return "CAST(NULL AS VARCHAR)"
 
     def convert_value_str(self, s: SigmaString, state: ConversionState) -> str:
@@ -156,3 +175,164 @@ def _text(v: Any) -> str | None:
     if isinstance(v, str | int | float):
         return str(v)
     return None
+
+
+# --- over the history: the log source mapping of queries.sigma, in SQL ----------------------
+
+
+def _obj_str(obj: str, key: str) -> str:
+    """The string field `key` of JSON object `obj`, else NULL (a number is no string here)."""
+    path = _sql_str(f"$.{key}")
+    return f"(CASE WHEN json_type({obj}, {path}) = 'VARCHAR' THEN json_extract_string({obj}, {path}) END)"
+
+
+_SCHEME = "^[a-zA-Z][a-zA-Z0-9+.-]*://"
+_HOST = _SCHEME + r"(?:[^/@]*@)?(\[[^\]]*\]|[^/:?#]*)"
+_WS = r"[ \t\n\r\f\v]"
+_STRING_COLUMNS = [c for c in COLUMNS if c != "Blocked"]
+
+# One row per live outcome, with the columns of `queries.sigma.FIELDS` computed as
+# `queries.sigma.event_fields` computes them (the differential test holds the two together).
+_SIGMA_EVENTS = f"""
+WITH o AS (
+    SELECT id, ts, worker, seq, event, tool_name, "user", host, session_id, cwd, decision,
+        blocked, settings_id, json_extract_string(record, '$.event.payload') AS payload_text
+    FROM outcomes WHERE {{where}}
+), p AS (
+    SELECT *, CASE WHEN json_valid(payload_text) THEN CAST(payload_text AS JSON) END AS payload
+    FROM o
+), t AS (
+    SELECT *, CASE WHEN json_type(payload, '$.tool_input') = 'OBJECT'
+        THEN json_extract(payload, '$.tool_input') END AS tool_input
+    FROM p
+), f AS (
+    SELECT id, ts, worker, seq, settings_id, tool_input,
+        event AS "EventName", tool_name AS "ToolName", "user" AS "User", host AS "Host",
+        session_id AS "SessionId", cwd AS "CurrentDirectory",
+        coalesce(decision, 'none') AS "Decision",
+        CASE WHEN blocked THEN 'true' ELSE 'false' END AS "Blocked",
+        {_obj_str("tool_input", "command")} AS "CommandLine",
+        coalesce(nullif({_obj_str("tool_input", "file_path")}, ''),
+                 nullif({_obj_str("tool_input", "notebook_path")}, ''),
+                 nullif({_obj_str("tool_input", "path")}, '')) AS "TargetFilename",
+        {_obj_str("tool_input", "url")} AS "c-uri",
+        {_obj_str("payload", "prompt")} AS "Prompt",
+        CASE WHEN starts_with(tool_name, 'mcp__') THEN substr(tool_name, 6) END AS mcp
+    FROM t
+)
+SELECT *,
+    regexp_extract("CommandLine", '^{_WS}*([^ \\t\\n\\r\\f\\v]*)', 1) AS "Image",
+    "c-uri" AS "Url",
+    CASE WHEN regexp_matches("c-uri", '{_SCHEME}')
+        THEN lower(regexp_extract("c-uri", '{_HOST}', 1)) END AS "cs-host",
+    CASE WHEN regexp_matches("c-uri", '{_SCHEME}')
+        THEN lower(regexp_extract("c-uri", '{_HOST}', 1)) END AS "UrlHost",
+    CASE WHEN strpos(mcp, '__') > 0 THEN substr(mcp, 1, strpos(mcp, '__') - 1) ELSE mcp END
+        AS "McpServer",
+    CASE WHEN strpos(mcp, '__') > 0 THEN substr(mcp, strpos(mcp, '__') + 2)
+        WHEN mcp IS NOT NULL THEN '' END AS "McpTool"
+FROM f
+"""
+
+
+def sigma_events_sql(where: str = "true") -> str:
+    """The SELECT of the flat Sigma events over the `outcomes` view of `queries.db`, for
+    the outcomes that satisfy `where` (SQL over that view's columns)."""
+    cols = ", ".join(f'"{c}"' for c in COLUMNS)
+    strings = ", ".join(f'"{c}"' for c in _STRING_COLUMNS)
+    # keywords (values without a field) match any string value, the tool input's included
+    return f"""SELECT id, ts, worker, seq, settings_id, tool_input, {cols},
+        list_concat(
+            list_filter([{strings}], lambda x: x IS NOT NULL),
+            coalesce(list_filter(list_transform(
+                map_values(TRY_CAST(tool_input AS MAP(VARCHAR, JSON))),
+                lambda v: CASE WHEN json_type(v) = 'VARCHAR' THEN json_extract_string(v, '$') END),
+                lambda x: x IS NOT NULL), [])) AS all_values
+    FROM ({_SIGMA_EVENTS.format(where=where)})"""
+
+
+def category_sql(tools: tuple[str, ...] | None) -> str:
+    """The SQL form of a rule's log source category: PreToolUse events of those tools.
+
+    Example:
+        >>> category_sql(("Bash",))
+        '("EventName" = \\'PreToolUse\\' AND ("ToolName" = \\'Bash\\'))'
+    """
+    if tools is None:
+        return "true"
+    alts = [
+        f'starts_with("ToolName", {_sql_str(t)})'
+        if t.endswith("__")
+        else f'"ToolName" = {_sql_str(t)}'
+        for t in tools
+    ]
+    return f"(\"EventName\" = 'PreToolUse' AND ({' OR '.join(alts)}))"
+
+
+@dataclass(frozen=True)
+class Match:
+    """One (rule, outcome) match over the history."""
+
+    rule: Rule
+    id: str
+    ts: datetime
+    worker: str
+    seq: int
+    session_id: str
+    user: str
+    host: str
+    tool: str | None
+    decision: str
+    what: str
+
+
+def rule_sql(rule: Rule) -> str:
+    """The WHERE condition of `rule` over `sigma_events` (its category and detection).
+    Raises RuleError naming the rule when pySigma cannot convert it."""
+    if rule.sigma is None:
+        raise RuleError(f"{rule.path}: {rule.title}: no pySigma rule to convert")
+    try:
+        queries = DuckDBBackend().convert_rule(rule.sigma)
+    except SigmaError as e:
+        raise RuleError(f"{rule.path}: {rule.title}: {e}") from e
+    detection = " OR ".join(f"({q})" for q in queries) or "false"
+    return f"{category_sql(rule.tools)} AND ({detection})"
+
+
+def detect_history(
+    con: Any,
+    rules: list[Rule],
+    *,
+    since: datetime | None = None,
+    after: dict[str, int] | None = None,
+) -> tuple[list[Match], dict[str, int]]:
+    """Every match of `rules` over the live outcomes of the `queries.db` connection `con`
+    (at or after `since`, past the log positions `after`: worker -> last seq seen), in log
+    time order, and the new positions (pass them as `after` to read only what follows).
+
+    Example:
+        >>> matches, pos = detect_history(open_db(d), rules)  # doctest: +SKIP
+        >>> more, pos = detect_history(open_db(d), rules, after=pos)  # doctest: +SKIP
+    """
+    where = ["true"]
+    if since is not None:
+        where.append(f"ts >= TIMESTAMPTZ {_sql_str(since.isoformat())}")
+    if after:
+        cases = " ".join(f"WHEN {_sql_str(w)} THEN seq > {int(n)}" for w, n in after.items())
+        where.append(f"(CASE worker {cases} ELSE true END)")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE sigma_events AS " + sigma_events_sql(" AND ".join(where))
+    )
+    positions = dict(after or {})
+    for w, n in con.execute("SELECT worker, max(seq) FROM sigma_events GROUP BY worker").fetchall():
+        positions[w] = max(positions.get(w, 0), int(n))
+    out: list[Match] = []
+    for rule in rules:
+        rows = con.execute(
+            'SELECT id, ts, worker, seq, "SessionId", "User", "Host", "ToolName", "Decision", '
+            'coalesce("CommandLine", "TargetFilename", "c-uri", \'\') '
+            f"FROM sigma_events WHERE {rule_sql(rule)}"
+        ).fetchall()
+        out += [Match(rule, *r) for r in rows]
+    out.sort(key=lambda m: (m.ts, m.worker, m.seq))
+    return out, positions

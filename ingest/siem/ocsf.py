@@ -256,3 +256,79 @@ def to_ocsf(v: View) -> list[dict[str, Any]]:
     if not (v.blocked or v.decision == "deny"):
         return [activity]
     return [activity, _finding(v, activity)]
+
+
+_LEVELS = {"informational": 1, "low": 2, "medium": 3, "high": 4, "critical": 5}
+
+
+def sigma_finding(
+    *,
+    rule_title: str,
+    rule_id: str,
+    level: str,
+    event_id: str,
+    time_ms: int,
+    user: str,
+    host: str,
+    session_id: str,
+    tool: str | None,
+    decision: str,
+    what: str,
+) -> dict[str, Any]:
+    """The OCSF Detection Finding (2004) of a Sigma rule's match on one logged event.
+
+    ``metadata.uid`` is ``<rule id>.<event id>``: a match found again (a re-run of detect)
+    names the same record, so a receiver can drop the duplicate.
+
+    Example:
+        >>> f = sigma_finding(rule_title="t", rule_id="r", level="high", event_id="e",
+        ...     time_ms=1, user="u", host="h", session_id="s", tool="Bash", decision="allow",
+        ...     what="ls")
+        >>> f["type_uid"], f["severity_id"], f["metadata"]["uid"]
+        (200401, 4, 'r.e')
+    """
+    sev = _LEVELS.get(level, 3)
+    uid = f"{rule_id or rule_title}.{event_id}"
+    actor: dict[str, Any] = {"app_name": "claude-code"}
+    if user:
+        actor["user"] = {"name": user}
+    if session_id:
+        actor["session"] = {"uid": session_id}
+    analytic: dict[str, Any] = {"type_id": 1, "type": "Rule", "name": rule_title}
+    if rule_id:
+        analytic["uid"] = rule_id
+    return {
+        "class_uid": 2004,
+        "class_name": "Detection Finding",
+        "category_uid": 2,
+        "category_name": "Findings",
+        "activity_id": 1,
+        "activity_name": "Create",
+        "type_uid": 200401,
+        "type_name": "Detection Finding: Create",
+        "time": time_ms,
+        "severity_id": sev,
+        "severity": {1: "Informational", 2: "Low", 3: "Medium", 4: "High", 5: "Critical"}[sev],
+        "status_id": 1,
+        "status": "New",
+        "is_alert": sev >= 4,
+        "message": f"{rule_title}: {what[:200]}" if what else rule_title,
+        "metadata": {
+            "product": {"name": "hookaudit", "vendor_name": "hookaudit", "version": ENGINE_VERSION},
+            "version": OCSF_VERSION,
+            "uid": uid,
+            "original_event_uid": event_id,
+            "correlation_uid": session_id or event_id,
+            "log_name": "hookaudit detect",
+        },
+        "device": {"type_id": 0, "hostname": host or "unknown"},
+        "finding_info": {
+            "uid": uid,
+            "title": rule_title,
+            "analytic": analytic,
+            "types": ["Sigma"],
+            "related_events": [{"uid": event_id}],
+        },
+        "evidences": [{"actor": actor, "data": {"tool": tool, "decision": decision, "what": what}}],
+        "unmapped": {"tool_name": tool or "", "decision": decision},
+    }

@@ -145,6 +145,7 @@ async def _outage_and_kills(
     return report
 
 
+@pytest.mark.timeout(300)
 async def test_outage_and_sigkills_lose_nothing(
     nats_server: Any, nc: Any, names: Any, tmp_path: Path
 ) -> None:
@@ -155,6 +156,7 @@ async def test_outage_and_sigkills_lose_nothing(
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1800)
 async def test_ten_minute_outage_and_sigkills_lose_nothing(
     nats_server: Any, nc: Any, names: Any, tmp_path: Path
 ) -> None:

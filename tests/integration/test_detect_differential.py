@@ -1,0 +1,246 @@
+"""`detect`'s DuckDB path against the in-Python matcher, over the same log and rules.
+
+Hypothesis writes outcomes to a real log (LogWriter), then the rules run twice: as SQL over
+the log's `outcomes` view (`detect_history`, what `hookaudit detect` runs) and in Python over
+`iter_outcomes` + `event_fields` (the documented log source mapping). The events and rule
+values mix case, LIKE's ``%`` and ``_``, quotes, backslashes, wildcards, missing and empty
+fields, non-string tool input values, categories, keywords and ``not``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.records import Outcome, new_event
+from ingest.log import LogWriter, iter_outcomes
+from queries.db import open_db
+from queries.sigma import event_fields, load_rules, matches
+from queries.sigma_duckdb import detect_history
+
+# Few, tricky tokens, so that rule values and event values often meet: in another case,
+# through LIKE's % or _, a quote, a backslash, a Sigma wildcard or white space.
+TOKENS = ["a", "A", "é", "É", "%", "_", "'", "\\", "*", "?", " ", "\t", "ab", "AB", "x"]
+TEXT = st.lists(st.sampled_from(TOKENS), max_size=3).map("".join)
+FIELDS = [  # the often-filled fields more often
+    *("CommandLine", "CommandLine", "TargetFilename", "c-uri", "tool_input.title"),
+    "CommandLine",
+    "Image",
+    "TargetFilename",
+    "c-uri",
+    "cs-host",
+    "McpServer",
+    "McpTool",
+    "ToolName",
+    "Decision",
+    "Blocked",
+    "Prompt",
+    "tool_input.title",
+    "Nope",
+]
+MODS = ["", "|contains", "|startswith", "|endswith", "|re"]
+CATEGORIES = [None, None, None, "process_creation", "file_event", "file_access", "web", "mcp"]
+
+
+def vocab_text(vocab: list[str]) -> st.SearchStrategy[str]:
+    """A word of the example's vocabulary, often in another case or inside other text (so
+    that rules and events meet), or any text."""
+    near = st.sampled_from(vocab).flatmap(
+        lambda v: st.sampled_from([v, v.swapcase(), v.upper(), "x" + v, v + " y", v.lower()])
+    )
+    return st.one_of(near, near, TEXT)
+
+
+@st.composite
+def rule(draw: Any, vocab: list[str]) -> str:
+    TEXT = vocab_text(vocab)
+    names, lines = [], []
+    for i in range(draw(st.integers(1, 3))):
+        if draw(st.integers(0, 5)) == 0:  # keywords: values of any field
+            words = draw(st.lists(TEXT.filter(bool), min_size=1, max_size=2))
+            lines.append(f"  s{i}: {json.dumps(words)}")
+            names.append(f"s{i}")
+            continue
+        items = []
+        for _ in range(draw(st.integers(1, 2))):
+            field = draw(st.sampled_from(FIELDS))
+            mod = draw(st.sampled_from(MODS))
+            if field in ("Blocked", "tool_input.title") and draw(st.booleans()):
+                items.append(f"{json.dumps(field)}: {draw(st.sampled_from(['true', 'false']))}")
+                continue
+            if mod == "|re":
+                text = "".join("\\" + c if c in "\\*?|.%" else c for c in draw(TEXT))
+                value = "^" + text + draw(st.sampled_from(["", ".*", "$"]))
+                mod += draw(st.sampled_from(["", "|i"]))
+                items.append(f"{json.dumps(field + mod)}: {json.dumps(value)}")
+            elif draw(st.booleans()):
+                values = [draw(TEXT), draw(TEXT)]
+                items.append(f"{json.dumps(field + mod)}: {json.dumps(values)}")
+            else:
+                items.append(f"{json.dumps(field + mod)}: {json.dumps(draw(TEXT))}")
+        if draw(st.booleans()):
+            items.append(f"{json.dumps(draw(st.sampled_from(FIELDS)))}: null")
+        lines.append(f"  s{i}: {{{', '.join(items)}}}")
+        names.append(f"s{i}")
+    parts = [("not " if draw(st.booleans()) else "") + n for n in names]
+    cond = parts[0]
+    for p in parts[1:]:
+        cond = f"({cond} {draw(st.sampled_from(['and', 'or']))} {p})"
+    cond = ("not " if draw(st.booleans()) else "") + cond
+    cat = draw(st.sampled_from(CATEGORIES))
+    logsource = "{product: claude_code" + (f", category: {cat}" if cat else "") + "}"
+    det = "\n".join(lines)
+    return f"title: t\nlogsource: {logsource}\ndetection:\n{det}\n  condition: {cond}\n"
+
+
+@st.composite
+def outcome(draw: Any, vocab: list[str]) -> Outcome:
+    TEXT = vocab_text(vocab)
+    SCALAR = TEXT | st.integers(-3, 3) | st.booleans() | st.just(1.5) | st.lists(TEXT, max_size=2)
+    tool = draw(
+        st.sampled_from(["Bash", "Bash", "Read", "Write", "WebFetch", "Other"])
+        | st.builds(lambda a, b: "mcp__" + a + b, TEXT, st.sampled_from(["", "__x", "__A__b"]))
+    )
+    event = draw(st.sampled_from(["PreToolUse"] * 4 + ["PostToolUse", "UserPromptSubmit"]))
+    ti: dict[str, Any] = {}
+    for key, gen in [
+        ("command", TEXT | st.integers(0, 2)),
+        ("file_path", st.just("") | TEXT),
+        ("notebook_path", TEXT),
+        ("path", TEXT | st.integers(0, 2)),
+        (
+            "url",
+            st.builds(lambda a, b: a + b, st.sampled_from(["", "http://", "HTTPS://u@"]), TEXT),
+        ),
+        ("title", SCALAR),
+    ]:
+        if draw(st.integers(0, 3)):
+            ti[key] = draw(gen)
+    payload: dict[str, Any] = {"hook_event_name": event, "session_id": "s", "tool_name": tool}
+    payload["tool_input"] = ti if draw(st.integers(0, 5)) else draw(st.sampled_from([[1], "x"]))
+    if event == "UserPromptSubmit":
+        payload["prompt"] = draw(TEXT | st.integers(0, 2))
+    decision = draw(st.sampled_from(["allow", "deny", None]))
+    ev = new_event(
+        payload,
+        host=draw(TEXT),
+        user=draw(st.sampled_from(["", "Alice"])),
+        ts=datetime.now(UTC) - timedelta(minutes=5),
+    )
+    return Outcome(event=ev, settings_id="sid", decision=decision, blocked=decision == "deny")
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_detect_sql_over_the_log_agrees_with_the_python_matcher(data: Any) -> None:
+    vocab = data.draw(st.lists(TEXT.filter(bool), min_size=1, max_size=4), label="vocabulary")
+    texts = data.draw(st.lists(rule(vocab), min_size=1, max_size=3), label="rules")
+    outcomes = data.draw(st.lists(outcome(vocab), min_size=1, max_size=8), label="outcomes")
+    rules = [r for i, t in enumerate(texts) for r in load_rules(t, f"r{i}.yml")]
+    d = Path(tempfile.mkdtemp(prefix="detect-diff-"))
+    with LogWriter.open(d, "w1") as w:
+        w.append_batch(outcomes)
+    want = {
+        (rules.index(r), o.event.id)
+        for o in iter_outcomes(d)
+        if o.replay_id is None
+        for r in rules
+        if matches(r, event_fields(o))
+    }
+    con = open_db(d)
+    try:
+        found, positions = detect_history(con, rules)
+    finally:
+        con.close()
+    got = {(rules.index(m.rule), m.id) for m in found}
+    assert got == want, (texts, [o.event.payload for o in outcomes])
+    assert positions == {"w1": len(outcomes)}
+
+
+def test_follow_reads_only_past_its_positions(tmp_path: Path) -> None:
+    """A second turn with the positions of the first sees only the outcomes appended since."""
+    (curl,) = load_rules(
+        "title: c\nlogsource: {product: claude_code, category: process_creation}\n"
+        "detection:\n  s: {CommandLine|contains: curl}\n  condition: s\n",
+        "c.yml",
+    )
+
+    def bash(cmd: str) -> Outcome:
+        p = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": cmd}}
+        return Outcome(event=new_event(p, host="h", user="u"), settings_id="sid")
+
+    first = [bash("curl a"), bash("ls")]
+    with LogWriter.open(tmp_path, "w1") as w:
+        w.append_batch(first)
+    con = open_db(tmp_path)
+    found, pos = detect_history(con, [curl])
+    con.close()
+    assert [m.id for m in found] == [first[0].event.id] and pos == {"w1": 2}
+    later = [bash("CURL b"), bash("pwd")]
+    with LogWriter.open(tmp_path, "w1") as w:
+        w.append_batch(later)
+    con = open_db(tmp_path)
+    again, pos = detect_history(con, [curl], after=pos)
+    con.close()
+    assert [m.id for m in again] == [later[0].event.id] and pos == {"w1": 4}
+
+
+# (detection item, tool, tool input, expected): the mapping and Sigma's semantics, case by case
+TABLE: list[tuple[str, str, dict[str, Any], bool]] = [
+    ('"CommandLine|contains": "CURL"', "Bash", {"command": "curl x"}, True),
+    ('"CommandLine|contains": "50%"', "Bash", {"command": "50x"}, False),
+    ('"CommandLine|contains": "50%"', "Bash", {"command": "at 50% now"}, True),
+    ('"CommandLine|contains": "a_b"', "Bash", {"command": "axb"}, False),
+    ('"CommandLine|contains": "it\'s"', "Bash", {"command": "it's"}, True),
+    ('"CommandLine": "a\\\\*"', "Bash", {"command": "ab"}, False),
+    ('"CommandLine": "a\\\\*"', "Bash", {"command": "a*"}, True),
+    ('"CommandLine|re": "^ECHO"', "Bash", {"command": "echo"}, False),
+    ('"CommandLine|re|i": "^ECHO"', "Bash", {"command": "echo"}, True),
+    ('"Image": "curl"', "Bash", {"command": " \tCURL -s x"}, True),
+    ('"TargetFilename": "/b"', "Read", {"file_path": "", "path": "/B"}, True),
+    ('"TargetFilename": null', "Read", {"file_path": 3}, True),
+    ('"cs-host": "pastebin.com"', "WebFetch", {"url": "HTTPS://u:p@PasteBin.com:443/x"}, True),
+    ('"McpTool": "create__issue"', "mcp__gh__create__issue", {}, True),
+    ('"McpServer": "gh"', "mcp__gh", {}, True),
+    ('"tool_input.n": 5', "Bash", {"n": 5}, True),
+    ('"tool_input.n": "5"', "Bash", {"n": 5.0}, False),
+    ('"tool_input.n": true', "Bash", {"n": True}, True),
+    ('"tool_input.n|contains": "a"', "Bash", {"n": ["a"]}, False),
+    ('"Blocked": true', "Bash", {}, False),
+    ('"Nope": "x"', "Bash", {}, False),
+]
+
+
+def test_mapping_table_through_the_log(tmp_path: Path) -> None:
+    outcomes = []
+    for _, tool, ti, _ in TABLE:
+        p = {"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": ti}
+        outcomes.append(Outcome(event=new_event(p, host="h", user="u"), settings_id="sid"))
+    with LogWriter.open(tmp_path, "w1") as w:
+        w.append_batch(outcomes)
+    for (item, _, _, want), o in zip(TABLE, outcomes, strict=True):
+        for negate in (False, True):
+            cond = "not s" if negate else "s"
+            text = (
+                "title: t\nlogsource: {product: claude_code}\ndetection:\n"
+                f"  s: {{{item}}}\n  f: {{ToolName: {json.dumps(o.event.tool_name)}}}\n"
+                f"  condition: f and {cond}\n"
+            )
+            (r,) = load_rules(text, "t.yml")
+            assert matches(r, event_fields(o)) is (want != negate), text
+            con = open_db(tmp_path)
+            try:
+                found = {m.id for m in detect_history(con, [r])[0]}
+            finally:
+                con.close()
+            assert (o.event.id in found) is (want != negate), (text, found)
