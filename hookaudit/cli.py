@@ -70,12 +70,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ingest.siem.cli:siem_group",
         "Stream outcomes to a SIEM (OCSF, CEF, ECS; syslog, HEC, Elastic, HTTPS, file).",
     ),
-    "verify": ("ingest.cli:verify_cmd", "Check the log's hash chains and manifests."),
+    "verify": ("ingest.cli_log:verify_cmd", "Check the log's hash chains and manifests."),
     "lint": (
         "hookaudit.lint_cmd:lint_cmd",
         "Find settings entries that would silently remove a gate (typos, dead `if` rules).",
     ),
-    "log": ("ingest.cli:log_group", "The append-only log: seal."),
+    "log": ("ingest.cli_log:log_group", "The append-only log: seal."),
 }
 
 

@@ -1,4 +1,5 @@
-"""Click commands of the streaming side: `nats`, `worker`, `verify`, `log`."""
+"""Click commands of the streaming side: `nats` and `worker` (`verify` and `log` are in
+`ingest.cli_log`)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,7 @@ __all__ = [
     "connection_options",
     "data_dir_option",  # from hookaudit.options, re-exported for the ingest commands
     "fail",
-    "log_group",
     "nats_group",
-    "verify_cmd",
     "worker_cmd",
 ]
 
@@ -333,145 +332,13 @@ def worker_cmd(
         fail(str(exc))
 
 
-@click.command("verify")
-@data_dir_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-@click.option(
-    "--anchors",
-    is_flag=True,
-    help="Also check every chain head the workers anchored on NATS (stream HOOK_ANCHORS): "
-    "catches a log rewritten with recomputed hashes, re-keyed, or cut short.",
-)
-@connection_options
-def verify_cmd(data_dir: Path | None, fmt: str, anchors: bool, **kw: Any) -> None:
-    """Recompute every hash chain and manifest; exit 1 naming the first broken record.
-
-    Set HOOKAUDIT_LOG_KEY to also check the batch and manifest HMAC signatures. A data
-    dir without a log is a failure (exit 1), so a mistyped path cannot pass a CI gate.
-    With --anchors the local chains must also match every head anchored off the host.
-
-    \b
-    Example:
-      hookaudit verify --data-dir ./data
-      hookaudit verify --data-dir ./data --anchors --nats nats://nats:4222 --nkey analyst.nk
-    """
-    from ingest.log import has_log, verify
-
-    d = data_dir or default_data_dir()
-    if not d.is_dir():
-        fail(f"{d}: no such data directory (nothing to verify)")
-    if not has_log(d):
-        fail(f"{d}: no log here ({d / 'log'} holds no worker chain): nothing to verify")
-    report = verify(d)
-    if anchors:
-        import msgspec
-
-        from ingest.log.anchors import check_anchors
-        from ingest.natsopts import NatsArgs
-
-        args = NatsArgs.pop(kw)
-        try:
-            fetched = asyncio.run(_fetch_anchors(d, args))
-        except HookauditError as exc:
-            fail(f"--anchors: {exc}")
-        checked = check_anchors(d, fetched)
-        if checked.errors:
-            errors = [*report.errors, *checked.errors]
-            report = msgspec.structs.replace(
-                report, ok=False, errors=errors, first_error=report.first_error or str(errors[0])
-            )
-        lag = ", ".join(f"{w} to seq {s} (+{checked.unanchored.get(w, 0)} not yet)"
-                        for w, s in sorted(checked.last_anchored.items()))  # fmt: skip
-        report.notes.append(
-            f"anchors: {checked.checked} of {len(fetched)} anchored heads match"
-            + (f"; anchored: {lag}" if lag else "; nothing anchored")
-        )
-    if fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    elif report.ok:
-        click.echo(f"ok: {report.records} records in {len(report.workers)} chain(s) verified")
-    else:
-        click.echo(f"FAILED: {report.first_error}", err=True)
-        for e in report.errors[1:20]:
-            click.echo(f"  also: {e}", err=True)
-        if len(report.errors) > 20:
-            click.echo(f"  … {len(report.errors) - 20} more (--format json lists all)", err=True)
-    if fmt != "json":
-        for note in report.notes:
-            click.echo(f"note: {note}", err=not report.ok)
-    sys.exit(0 if report.ok else 1)
-
-
-async def _fetch_anchors(d: Path, args: Any) -> list[bytes]:
-    from ingest.nats import fetch_anchors, names
-
-    nc = await build_connect(d, args, "analyst").connect()
-    try:
-        return await fetch_anchors(nc.jetstream(), names(args.prefix))
-    finally:
-        await nc.close()
-
-
-@click.group("log")
-def log_group() -> None:
-    """The append-only log: seal, ship to object storage, prune shipped copies.
-
-    \b
-    Example:
-      hookaudit log seal --data-dir ./data --worker myhost-1
-      hookaudit log ship --data-dir ./data --to s3://audit/hookaudit
-    """
-
-
-@log_group.command("seal")
-@data_dir_option
-@click.option("--worker", "worker_name", required=True, help="The worker chain to seal.")
-def log_seal(data_dir: Path | None, worker_name: str) -> None:
-    """Seal a worker's active segment into Parquet now (the worker must be stopped).
-
-    \b
-    Example:
-      hookaudit log seal --data-dir ./data --worker myhost-1
-    """
-    from ingest.log import LogWriter, writer_pid
-    from ingest.log.layout import workers
-
-    d = data_dir or default_data_dir()
-    if not d.is_dir():
-        fail(f"{d}: no such data directory")
-    try:
-        known = workers(d / "log")
-        if worker_name not in known:
-            have = ", ".join(known) or "none"
-            fail(f"{d}: no chain for worker {worker_name!r} in this log (workers: {have})")
-        pid = writer_pid(d, worker_name)
-        if pid is not None:
-            fail(f"worker {worker_name!r} is running: stop worker pid {pid} first")
-        writer = LogWriter.open(d, worker_name)
-        try:
-            entry = writer.seal()
-        finally:
-            writer.close()
-    except (HookauditError, ValueError) as exc:
-        fail(str(exc))
-    if entry is None:
-        click.echo(f"nothing to seal: worker {worker_name!r} has no unsealed records")
-        return
-    click.echo(
-        f"sealed {worker_name} segment {entry.seq}: records {entry.first_seq}-{entry.last_seq}"
-    )
-
-
 def _add_key_commands() -> None:
     from ingest.cli_natskeys import creds_cmd, keys_cmd
     from ingest.cli_provision import provision_cmd
-    from ingest.cli_ship import prune_cmd, ship_cmd
 
     nats_group.add_command(keys_cmd)
     nats_group.add_command(creds_cmd)
     nats_group.add_command(provision_cmd)
-    log_group.add_command(ship_cmd)
-    log_group.add_command(prune_cmd)
 
 
 _add_key_commands()
