@@ -11,9 +11,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
-
+# No `typing` or `importlib` at import time: `hookaudit emit` imports this package on every
+# tool call through its stdlib-only fast path (tests/unit/test_fastemit.py checks it).
+TYPE_CHECKING = False  # mypy takes it as True
 if TYPE_CHECKING:
     from ingest.emit import EmitOptions
     from ingest.nats import ConnectOptions, Names, connect, names, provision
@@ -54,4 +54,6 @@ def __getattr__(name: str) -> object:
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
     return getattr(importlib.import_module(where), name)

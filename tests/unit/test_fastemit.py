@@ -129,4 +129,7 @@ def test_the_fast_path_imports_the_standard_library_only() -> None:
         "typing",
     }
     assert _module_imports(REPO / "hookaudit" / "entry.py") <= {"__future__", "sys"}
+    # the packages the console script imports on the way (their surfaces load lazily)
+    for package in ("hookaudit", "ingest"):
+        assert _module_imports(REPO / package / "__init__.py") <= {"__future__"}, package
     assert fastemit.TYPE_CHECKING is False
