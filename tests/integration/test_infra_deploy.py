@@ -84,6 +84,15 @@ def test_compose_runs_three_nodes_two_workers_and_serve(compose: Path) -> None:
     assert ["hookaudit", "nats", "provision", "--replicas", "3", "--max-age", "72"] in commands
     names = {c[c.index("--name") + 1] for c in commands if c[1] == "worker"}
     assert len(names) == 2  # two chains, never one chain written by two workers
+    role = {"worker": "worker", "nats": "worker", "serve": "emitter"}
+    for svc in services.values():  # the cluster has the role accounts: each service its seed
+        if svc.get("image") == "hookaudit:local":
+            seed = svc["environment"]["HOOKAUDIT_NATS_NKEY"]
+            assert seed == f"/etc/hookaudit/keys/{role[svc['command'][1]]}.nk", svc["command"]
+            assert (compose.parent / "keys" / Path(seed).name).is_file()
+            assert svc["environment"]["HOOKAUDIT_NATS_URL"].count("tls://") == 3
+    for svc in nodes:
+        assert "./keys/users.conf:/etc/hookaudit/nats/users.conf:ro" in svc["volumes"]
 
 
 def test_every_mounted_file_exists_and_every_command_is_real(compose: Path) -> None:
@@ -117,6 +126,7 @@ def _conf_for_test(conf: Path, tls: Path, tmp: Path) -> Path:
 
 def test_the_certificates_setup_makes_fit_the_node_configs(compose: Path, tmp_path: Path) -> None:
     tls = compose.parent / "tls"
+    shutil.copy(compose.parent / "keys" / "users.conf", tmp_path / "users.conf")  # setup's keys
     for i in (1, 2, 3):
         conf = _conf_for_test(INFRA / "nats" / "cluster" / f"node{i}.conf", tls, tmp_path)
         p = subprocess.run([embedded.find_nats_server(), "-t", "-c", str(conf)],

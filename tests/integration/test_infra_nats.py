@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,8 +27,12 @@ TLS_DIR = "/etc/hookaudit/nats/tls"  # where the cluster configs expect their ce
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Certificates from the shipped gen-certs.sh, for the configs that name TLS files."""
     d = tmp_path_factory.mktemp("tls")
-    subprocess.run([str(INFRA / "cluster" / "gen-certs.sh"), str(d)], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [str(INFRA / "cluster" / "gen-certs.sh"), str(d)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return d
 
 
@@ -37,6 +42,8 @@ def test_nats_server_accepts(conf: Path, certs: Path, tmp_path: Path) -> None:
     if TLS_DIR in text:  # the same config, with the certificates where this test made them
         conf = tmp_path / conf.name
         conf.write_text(text.replace(TLS_DIR, str(certs)))
+        if 'include "users.conf"' in text:  # the role accounts, next to it as installed
+            shutil.copy(INFRA / "users.conf", tmp_path / "users.conf")
     p = subprocess.run(
         [embedded.find_nats_server(), "-t", "-c", str(conf)],
         capture_output=True,
@@ -77,3 +84,8 @@ def test_nats_keys_writes_a_users_conf_the_server_accepts(tmp_path: Path) -> Non
     )
     made = [x for x in (tmp_path / "k").iterdir() if x.name != "server.conf"]
     assert all((x.stat().st_mode & 0o777) == 0o600 for x in made)
+
+
+def test_the_cluster_nodes_have_the_role_accounts() -> None:
+    for i in (1, 2, 3):
+        assert 'include "users.conf"' in (INFRA / "cluster" / f"node{i}.conf").read_text()

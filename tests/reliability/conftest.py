@@ -102,6 +102,9 @@ class Cluster:
 def node_config(template: str, *, tls: Path, store: Path, nodes: list[Node], me: Node) -> str:
     """The shipped node config with this machine's ports, paths and route addresses."""
     conf = template.replace("/etc/hookaudit/nats/tls", str(tls))
+    # without the role accounts: these tests are about faults, not roles (an open cluster,
+    # TLS only); tests/integration/test_infra_nats.py checks the configs with them
+    conf = conf.replace('include "users.conf"', "")
     conf = conf.replace("/var/lib/hookaudit/nats", str(store))
     conf = conf.replace("listen: 0.0.0.0:4222", f"listen: 127.0.0.1:{me.client_port}")
     conf = conf.replace("listen: 0.0.0.0:6222", f"listen: 127.0.0.1:{me.route_port}")
@@ -121,8 +124,14 @@ def run_cluster(tmp: Path) -> Iterator[Cluster]:
         capture_output=True,
     )
     nodes = [
-        Node(f"nats-{i}", tmp / f"node{i}.conf", free_port(), free_port(), free_port(),
-             tmp / f"node{i}.log")
+        Node(
+            f"nats-{i}",
+            tmp / f"node{i}.conf",
+            free_port(),
+            free_port(),
+            free_port(),
+            tmp / f"node{i}.log",
+        )
         for i in (1, 2, 3)
     ]
     for i, node in enumerate(nodes, start=1):
