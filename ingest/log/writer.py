@@ -48,7 +48,6 @@ from engine.records import Outcome
 from ingest.log.files import holder, lock, make_dirs, open_append, set_aside
 from ingest.log.layout import (
     Segment,
-    SegmentKind,
     check_worker,
     lock_path,
     rel,
@@ -298,11 +297,22 @@ class LogWriter:
         seq = self._keys.get(digest)
         if seq is None:
             return None
+        return lookup_in(self._stored(seq), digest)
+
+    def _stored(self, seq: int) -> Segment:
+        """Where segment `seq` of this chain is now: sealed, active, or (shipped and pruned
+        here) its object in the bucket (`ingest.log.ship`)."""
         sealed = seg_path(self._root, self.worker, seq, "sealed")
-        kind: SegmentKind = "sealed" if sealed.exists() else "active"
-        return lookup_in(
-            Segment(self.worker, seq, kind, seg_path(self._root, self.worker, seq, kind)), digest
-        )
+        if sealed.exists():
+            return Segment(self.worker, seq, "sealed", sealed)
+        active = seg_path(self._root, self.worker, seq, "active")
+        if not active.exists():
+            from ingest.log.ship import remote_segments
+
+            url = remote_segments(self._root, self.worker).get(seq)
+            if url is not None:
+                return Segment(self.worker, seq, "sealed", sealed, url)
+        return Segment(self.worker, seq, "active", active)
 
     def lookup_many(self, keys: Sequence[str]) -> dict[str, Outcome]:
         """The stored outcomes with these idempotency keys (those found), by key.
@@ -324,10 +334,7 @@ class LogWriter:
                 by_seq.setdefault(seq, {})[digest] = key
         out: dict[str, Outcome] = {}
         for seq, wanted in sorted(by_seq.items()):
-            sealed = seg_path(self._root, self.worker, seq, "sealed")
-            kind: SegmentKind = "sealed" if sealed.exists() else "active"
-            seg = Segment(self.worker, seq, kind, seg_path(self._root, self.worker, seq, kind))
-            for digest, outcome in lookup_many_in(seg, set(wanted)).items():
+            for digest, outcome in lookup_many_in(self._stored(seq), set(wanted)).items():
                 out[wanted[digest]] = outcome
         return out
 

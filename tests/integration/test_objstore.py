@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from engine.records import uuid7
 from hookaudit.cli import root as main
-from ingest.log import LogWriter, segments, verify
+from ingest.log import LogWriter, idempotency_key, segments, verify
 from queries.db import open_db
 from replay.jobs import replay
 from replay.request import Policy, Request
@@ -148,6 +148,13 @@ def test_ship_verify_prune_then_query_and_replay_from_the_bucket(
     assert [s.location for s in segs if s.kind == "sealed"] == [
         f"s3://audit/prod/h/sealed/w1/0000000{n}.parquet" for n in (1, 2, 3)
     ]
+
+    # a re-delivered event whose record went to the bucket is still answered with it
+    first = make(0, "w1")
+    key = idempotency_key(first.event.id, first.settings_id, first.replay_id)
+    with LogWriter.open(data, "w1") as w:
+        again = w.append_batch([first])
+        assert again == [] and w.lookup_many([key])[key].seq == 1
 
     # DuckDB over the bucket, replay from it, verify reading it: the same answers
     assert answers(data) == before
