@@ -240,6 +240,27 @@ def nats_status(data_dir: Path | None, **kw: Any) -> None:
     help="nkey seed that signs decisions (env HOOKAUDIT_REPLY_KEY). Default: "
     "<data-dir>/nats/auth/reply.nk, created on first use; emitters trust its reply.pub.",
 )
+@click.option(
+    "--redact-log",
+    is_flag=True,
+    help="Store outcomes with secrets replaced by HMAC tokens, by the rules `hookaudit siem` "
+    "uses (the agent still gets the real answer). E.g. --redact-log --redact-log-pattern "
+    "'ticket=TKT-[0-9]+'.",
+)
+@click.option(
+    "--redact-log-pattern",
+    "redact_log_patterns",
+    multiple=True,
+    metavar="NAME=REGEX",
+    help="Another pattern for --redact-log (repeatable), as `hookaudit siem --redact`.",
+)
+@click.option(
+    "--redact-key-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    envvar="HOOKAUDIT_REDACT_KEY_FILE",
+    help="HMAC key of --redact-log tokens (default: DATA_DIR/siem/redact.key, the siem's).",
+)
 def worker_cmd(
     data_dir: Path | None,
     settings_specs: tuple[str, ...],
@@ -254,6 +275,9 @@ def worker_cmd(
     strict: bool,
     verbose: bool,
     reply_key: str | None,
+    redact_log: bool,
+    redact_log_patterns: tuple[str, ...],
+    redact_key_file: str | None,
     **kw: Any,
 ) -> None:
     """Consume hook events, evaluate them, append outcomes to the log, ack, and answer.
@@ -295,6 +319,16 @@ def worker_cmd(
         # A worker is a service: it reconnects for as long as NATS is away.
         co = build_connect(d, args, "worker", max_reconnect=-1)
         signer = Signer.from_file(Path(reply_key) if reply_key else ensure_reply_key(d))
+        redactor = None
+        if redact_log or redact_log_patterns:
+            from ingest.siem.cli import _redaction_key
+            from ingest.siem.redact import Redactor, parse_pattern
+
+            try:
+                extra = [parse_pattern(p) for p in redact_log_patterns]
+            except ValueError as e:
+                raise click.UsageError(f"--redact-log-pattern: {e}") from e
+            redactor = Redactor.build(_redaction_key(d, redact_key_file), extra)
         w = Worker(
             data_dir=d,
             settings=[parse_scoped(s) for s in settings_specs],
@@ -309,6 +343,7 @@ def worker_cmd(
             batch=batch,
             max_segment_bytes=max_segment_mb * 1024 * 1024,
             max_segment_age=max_segment_age,
+            redactor=redactor,
         )
         install_signals(w)
         stats = await w.run()

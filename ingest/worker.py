@@ -54,6 +54,7 @@ from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply, reply_subje
 from ingest.puback import AckWaiter
 from ingest.pull import Puller
 from ingest.replysig import Signer
+from ingest.siem.redact import Redactor, redact_outcome
 
 __all__ = ["Worker", "WorkerStats"]
 
@@ -110,6 +111,7 @@ class Worker:
         max_segment_age: float = 3600.0,
         on_batch: Callable[[WorkerStats], None] | None = None,
         signer: Signer | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.specs = list(settings)
@@ -127,6 +129,7 @@ class Worker:
         self.max_segment_age = max_segment_age
         self.on_batch = on_batch
         self.signer = signer
+        self.redactor = redactor  # --redact-log: secrets become HMAC tokens in what is stored
         self.max_open = max(1, batch) * (self.pipeline + 1)
         self.progress_every = 10.0  # s; well inside the consumer's ack wait (30 s)
         self._open = 0  # events fetched and not yet acked or terminated
@@ -435,6 +438,9 @@ class Worker:
         assert self.writer is not None
         events = [(msg, ev) for msg, ev, _ in items]
         ready = [o for _, _, o in items]
+        if self.redactor is not None:  # the log (and HOOK_OUTCOMES) keep the redacted copy
+            plain = {idempotency_key(o.event.id, o.settings_id, o.replay_id): o for o in ready}
+            ready = [redact_outcome(o, self.redactor) for o in ready]
         # Chaining, writing and the fsync run in a thread: the loop goes on fetching,
         # evaluating and publishing meanwhile, and what is decided during one fsync joins
         # the next commit (group commit). On a shared disk an fsync can take 30 ms and more;
@@ -453,8 +459,10 @@ class Worker:
             by_key.update(await asyncio.to_thread(self.writer.lookup_many, dups))
         final = [by_key.get(k, o) for k, o in zip(keys, ready, strict=True)]
         # Durable now: a waiting agent may act on its decision.
-        for (msg, ev), o in zip(events, final, strict=True):
+        for (msg, ev), o, k in zip(events, final, keys, strict=True):
             reply = (msg.headers or {}).get(REPLY_HEADER)
+            if reply and self.redactor is not None and k not in dups:
+                o = plain[k]  # the agent acts on the real answer (an updated input, say)
             if reply:
                 if o.decided_by == "rejected":
                     why = o.reason or "event rejected"

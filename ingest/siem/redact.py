@@ -26,8 +26,13 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["DEFAULT_PATTERNS", "Redactor", "parse_pattern"]
+import msgspec
+
+from engine.records import Outcome
+
+__all__ = ["DEFAULT_PATTERNS", "Redactor", "parse_pattern", "redact_outcome"]
 
 DEFAULT_PATTERNS: dict[str, str] = {
     "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
@@ -217,3 +222,68 @@ class Redactor:
 
 _PROCESS_KEY = secrets.token_bytes(32)
 _DEFAULT: Redactor | None = None
+
+
+def redact_outcome(o: Outcome, r: Redactor) -> Outcome:
+    """`o` with every secret `r` finds replaced by its token, for a log that must not store
+    them (``hookaudit worker --redact-log``): the agent's hook input (each JSON string, keys
+    included, re-encoded; text that is not JSON as a whole), the reason, messages, errors, the
+    updated input, the event-specific output and each hook's stdout, stderr, message and output. Ids, times, decisions
+    and hook identities are kept, so dedup, chains and queries work as before. `o` itself is
+    returned when nothing needs redacting (one literal scan).
+
+    Example:
+        >>> from engine.records import new_event
+        >>> ev = new_event({"hook_event_name": "PreToolUse", "tool_name": "Bash",
+        ...     "tool_input": {"command": "export K=AKIAABCDEFGHIJKLMNOP"}})
+        >>> out = redact_outcome(Outcome(event=ev, settings_id="s"), Redactor(key=b"k"))
+        >>> "AKIA" in out.event.payload, "[REDACTED:aws_access_key:" in out.event.payload
+        (False, True)
+    """
+    runs_text = [f"{h.stdout}\n{h.stderr}\n{h.message or ''}" for h in o.runs]
+    outputs = [_json.encode(h.output).decode() for h in o.runs if h.output]
+    every = [o.event.payload, o.reason or "", *o.system_messages, *o.additional_context]
+    every += [*o.errors, *runs_text, *outputs, _json.encode(o.updated_input).decode()]
+    every.append(_json.encode(o.specific).decode())
+    if r.clear("\n".join(every)) and "\\u" not in o.event.payload:
+        return o
+    ev = o.event
+    try:
+        payload = _json.encode(_tree(_json_dec.decode(ev.payload), r)).decode()
+    except (msgspec.DecodeError, UnicodeError):
+        payload = r.text(ev.payload)
+    runs = [
+        msgspec.structs.replace(
+            h,
+            stdout=r.text(h.stdout),
+            stderr=r.text(h.stderr),
+            message=r.text(h.message) if h.message else h.message,
+            output=_tree(h.output, r) if h.output else h.output,
+        )
+        for h in o.runs
+    ]
+    return msgspec.structs.replace(
+        o,
+        event=msgspec.structs.replace(ev, payload=payload),
+        reason=r.text(o.reason) if o.reason else o.reason,
+        system_messages=[r.text(m) for m in o.system_messages],
+        additional_context=[r.text(m) for m in o.additional_context],
+        errors=[r.text(e) for e in o.errors],
+        updated_input=_tree(o.updated_input, r) if o.updated_input else o.updated_input,
+        specific=_tree(o.specific, r),
+        runs=runs,
+    )
+
+
+def _tree(value: Any, r: Redactor) -> Any:
+    if isinstance(value, str):
+        return r.text(value)
+    if isinstance(value, dict):
+        return {r.text(str(k)): _tree(v, r) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tree(v, r) for v in value]
+    return value
+
+
+_json = msgspec.json.Encoder()
+_json_dec = msgspec.json.Decoder()
