@@ -152,7 +152,8 @@ class Engine:
         self.trusted = trusted
         # (session_id, hook_id) of skill `once` hooks that already ran successfully.
         self.once_done: set[tuple[str, str]] = set()
-        self._has_once: dict[int, tuple[Effective, bool]] = {}
+        self._once_eff: Effective | None = None  # the settings `_once_any` was computed for
+        self._once_any = False  # whether they have a skill `once` hook at all
         budget = os.environ.get("CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS")
         self.sessionend_budget_ms = float(budget) if budget and budget.isdigit() else None
 
@@ -235,7 +236,8 @@ class Engine:
         invocations = the_plan.invocations
         if not invocations:
             return finish(event, payload, the_plan, (), posture=posture, profile=profile)
-        answers = [(answer or self.answer)(inv) for inv in invocations]
+        answer = answer or self.answer
+        answers = [answer(inv) for inv in invocations]
         inline = True
         for a in answers:
             if a is None:
@@ -277,13 +279,12 @@ class Engine:
 
     def _note_once(self, payload: Mapping[str, Any], eff: Effective, ev: Evaluation) -> None:
         """Remember the skill ``once`` hooks that succeeded: the session does not run them again."""
-        known = self._has_once.get(id(eff))
-        if known is None or known[0] is not eff:
-            if len(self._has_once) > 64:
-                self._has_once.clear()
-            has = any(e.hook.once and e.scope == "skill" for es in eff.entries.values() for e in es)
-            known = self._has_once[id(eff)] = (eff, has)
-        if not known[1]:
+        if eff is not self._once_eff:  # other settings (a reload, the other side of a replay)
+            self._once_eff = eff
+            self._once_any = any(
+                e.hook.once and e.scope == "skill" for es in eff.entries.values() for e in es
+            )
+        if not self._once_any:
             return
         session = payload.get("session_id")
         session = session if isinstance(session, str) else ""

@@ -124,8 +124,7 @@ class Job:
         if quiet is not None:  # no hook for this event: the decision is always the same
             return quiet
         self.answers.begin(sel, how)
-        engine = self._engines[id(eff)]
-        return engine.drive(
+        return self._engines[id(eff)].drive(
             ev.event, sel.payload(), ev.payload.encode(), eff, posture, profile, self._answer
         )
 
