@@ -89,7 +89,17 @@ async def test_kill_one_node_of_three_during_ingest(nats_cluster: Cluster, tmp_p
     cluster = nats_cluster
     nc = await ha_nats.connect(cluster.urls, tls_ca=str(cluster.ca), name="fault-test")
     js = nc.jetstream()
-    await ha_nats.provision(js, replicas=3)
+    # As the worker does: a freshly formed cluster on a loaded machine may take longer than
+    # one API timeout to place three R3 streams (seen at a load average of 20).
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            await ha_nats.provision(js, replicas=3)
+            break
+        except ha_nats.Unavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(1.0)
     info = await js.stream_info(ha_nats.names("").events_stream)
     assert info.config.num_replicas == 3
     leader = _stream_leader(cluster, info)
@@ -99,9 +109,20 @@ async def test_kill_one_node_of_three_during_ingest(nats_cluster: Cluster, tmp_p
 
     def argv() -> list[str]:
         return [
-            sys.executable, "-m", "hookaudit", "worker", "--data-dir", str(data),
-            "--nats", cluster.urls, "--tls-ca", str(cluster.ca),
-            "--settings", f"project:{POLICY}", "--name", "w1",
+            sys.executable,
+            "-m",
+            "hookaudit",
+            "worker",
+            "--data-dir",
+            str(data),
+            "--nats",
+            cluster.urls,
+            "--tls-ca",
+            str(cluster.ca),
+            "--settings",
+            f"project:{POLICY}",
+            "--name",
+            "w1",
         ]
 
     # The worker runs as under infra/systemd (Restart=always): a worker that exits on a
@@ -151,17 +172,32 @@ async def test_kill_one_node_of_three_during_ingest(nats_cluster: Cluster, tmp_p
         if not want <= seen.keys():
             try:
                 ci = await js.consumer_info(ha_nats.names("").events_stream, "workers")
-                print(f"\nconsumer after stall: leader {ci.cluster.leader if ci.cluster else None}, "
-                      f"pending {ci.num_pending}, ack pending {ci.num_ack_pending}, "
-                      f"redelivered {ci.num_redelivered}, waiting {ci.num_waiting}, "
-                      f"delivered {ci.delivered}, ack floor {ci.ack_floor}")
+                print(
+                    f"\nconsumer after stall: leader {ci.cluster.leader if ci.cluster else None}, "
+                    f"pending {ci.num_pending}, ack pending {ci.num_ack_pending}, "
+                    f"redelivered {ci.num_redelivered}, waiting {ci.num_waiting}, "
+                    f"delivered {ci.delivered}, ack floor {ci.ack_floor}"
+                )
             except Exception as exc:
                 print(f"\nconsumer info failed after stall: {exc!r}")
             for node in cluster.nodes:
                 if node.proc and node.proc.poll() is None:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{node.http_port}/connz?subs=1") as r:
+                    with urllib.request.urlopen(
+                        f"http://127.0.0.1:{node.http_port}/connz?subs=1"
+                    ) as r:
                         conns = json.load(r)["connections"]
-                    print(node.name, [(c.get("name"), c.get("subscriptions"), c.get("in_msgs"), c.get("pending_bytes")) for c in conns])
+                    print(
+                        node.name,
+                        [
+                            (
+                                c.get("name"),
+                                c.get("subscriptions"),
+                                c.get("in_msgs"),
+                                c.get("pending_bytes"),
+                            )
+                            for c in conns
+                        ],
+                    )
     finally:
         await nc.close()
         worker = holder["w"]

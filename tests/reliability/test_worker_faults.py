@@ -47,7 +47,28 @@ ACK_WAIT = 2.0
 async def test_workers_sigkilled_repeatedly_during_ingest(
     nats_server: NatsServer, nc: Client, names: ha_nats.Names, tmp_path: Path
 ) -> None:
-    n, kills = 6000, 8
+    await sigkill_workers(nats_server, nc, names, tmp_path, n=6000, kills=8)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(1800)
+async def test_soak_workers_sigkilled_during_a_long_ingest(
+    nats_server: NatsServer, nc: Client, names: ha_nats.Names, tmp_path: Path
+) -> None:
+    await sigkill_workers(nats_server, nc, names, tmp_path, n=60_000, kills=80)
+
+
+async def sigkill_workers(
+    nats_server: NatsServer,
+    nc: Client,
+    names: ha_nats.Names,
+    tmp_path: Path,
+    *,
+    n: int,
+    kills: int,
+) -> None:
+    """Two workers, one of them SIGKILLed (and started again) `kills` times while `n`
+    events flow; nothing acknowledged may be lost, and no chain may store an event twice."""
     js = nc.jetstream()
     await ha_nats.provision(js, prefix=names.prefix, ack_wait=ACK_WAIT)
     data = tmp_path / "data"
@@ -72,7 +93,7 @@ async def test_workers_sigkilled_repeatedly_during_ingest(
                 victim.sigkill()  # mid-batch: appended, maybe answered, not acked
             victim.start()  # as a supervisor would (Restart=always)
         await feeding
-        seen = await wait_logged(data, want, timeout=90)
+        seen = await wait_logged(data, want, timeout=90 + n / 500)
         state = consumer_state(await js.consumer_info(names.events_stream, names.worker_consumer))
     finally:
         codes = [w.stop() for w in workers]
