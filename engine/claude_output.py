@@ -53,6 +53,7 @@ import msgspec
 
 from engine.aggregate import Decision
 from engine.events import CATALOG
+from engine.failclosed import closed_reason
 from engine.hook_json import PERMISSION_DENIED
 from engine.records import Outcome, Profile
 
@@ -60,6 +61,7 @@ __all__ = [
     "BLOCKED",
     "Expression",
     "blocking_object",
+    "closed_body",
     "decision_of",
     "express",
     "express_outcome",
@@ -254,6 +256,18 @@ def express(event: str, decision: Decision, *, profile: Profile = "current") -> 
     obj = _object(top, hso)
     text = _text(obj)
     return Expression(text, notes, 0, text.encode())
+
+
+def closed_body(event: str, reason: str, profile: str = "current") -> bytes:
+    """The http form of a hook that fails closed: the event's blocking JSON with
+    `engine.failclosed.closed_reason`'s wording (b"" where an http hook cannot block); the
+    command form is `engine.failclosed.closed_answer`.
+
+    >>> closed_body("Stop", "timed out")
+    b'{"decision":"block","reason":"hookaudit: timed out; blocked because the hook fails closed"}'
+    """
+    obj = blocking_object(event, closed_reason(reason), profile)
+    return b"" if obj is None else _encode.encode(obj)
 
 
 def blocking_object(event: str, reason: str, profile: str = "current") -> dict[str, Any] | None:

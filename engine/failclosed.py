@@ -22,7 +22,7 @@ import os
 import sys
 from types import TracebackType
 
-__all__ = ["armed", "closed_answer", "exit_now", "guard_process", "one_line"]
+__all__ = ["armed", "closed_answer", "closed_reason", "exit_now", "guard_process", "one_line"]
 
 #: The program name of a process whose hook fails closed (set by `guard_process`).
 _ARMED: list[str] = []
@@ -50,9 +50,18 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 
+def closed_reason(reason: str, prog: str = "hookaudit") -> str:
+    """THE wording of a block because the hook fails closed (command and http forms alike).
+
+    >>> closed_reason("timed out")
+    'hookaudit: timed out; blocked because the hook fails closed'
+    """
+    return f"{prog}: {reason}; blocked because the hook fails closed"
+
+
 def closed_answer(reason: str, prog: str = "hookaudit") -> tuple[str, str, int]:
     """(stdout, stderr, exit code) of a hook that blocks because it fails closed."""
-    return "", f"{prog}: {reason}; blocked because the hook fails closed", 2
+    return "", closed_reason(reason, prog), 2
 
 
 def _write(stream: object, text: str, exact: bool = False) -> None:

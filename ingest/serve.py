@@ -58,7 +58,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from engine.claude_output import blocking_object, express_outcome
+from engine.claude_output import blocking_object, closed_body, express_outcome
 from engine.errors import InvalidEvent, Unavailable
 from engine.events import CATALOG
 from engine.payload import parse_payload
@@ -108,8 +108,7 @@ def failure_answer(event: str, fail: Fail, why: str, profile: str = "current") -
     """
     if fail == "open":
         return b""
-    obj = blocking_object(event, f"hookaudit: no decision ({why}); failing closed", profile)
-    return b"" if obj is None else _json_encoder.encode(obj)
+    return closed_body(event, f"no decision ({why})", profile)
 
 
 def render(outcome: Outcome) -> bytes:
@@ -385,10 +384,10 @@ class ServeApp:
                 _log.warning("could not record a refused request: %s", exc)
         if self.options.fail == "closed":
             event = named or guess_event(body)
-            obj = None if event is None else blocking_object(event, f"hookaudit: {why}")
-            if obj is not None:
+            body = b"" if event is None else closed_body(event, why)
+            if body:
                 _log.warning("%s request refused (%s); failing closed", event, why)
-                await _respond(send, 200, _json_encoder.encode(obj))
+                await _respond(send, 200, body)
                 return
         await _respond(send, status, _json_error(why))
 

@@ -727,7 +727,7 @@ def test_which_events_an_http_hook_cannot_block() -> None:
         }
     }
     assert failure_answer("SessionEnd", "closed", "x") == b""
-    assert b"failing closed" in failure_answer("Stop", "closed", "timeout")
+    assert b"because the hook fails closed" in failure_answer("Stop", "closed", "timeout")
 
 
 # -- the command: startup line, SIGTERM -------------------------------------------------
