@@ -29,7 +29,7 @@ from engine.decode import HookVerdict, Posture, Profile, hook_label
 from engine.effects import Invocation
 from engine.hook_json import BLOCKED_BY_HOOK
 
-__all__ = ["RULES", "Decision", "aggregate"]
+__all__ = ["NO_VERDICT_KINDS", "RULES", "Decision", "aggregate"]
 
 _RANK: dict[str, dict[str, int]] = {
     "current": {"deny": 4, "defer": 3, "ask": 2, "allow": 1},
@@ -105,7 +105,12 @@ RULES = {
     "first-block-in-config-order": "several hooks blocked: the reason of the first in "
     "configuration order (Claude Code gives each hook's reason)",
 }
-_NO_VERDICT_KINDS = frozenset({"schema", "wrong_event_name"})
+#: Hook failures after which Claude Code 2.1.332 warns that a PreToolUse hook "gave no usable
+#: answer" (measured: pre.json.bogus_decision, pre.json.null_hso, http.non_2xx,
+#: http.bad_json, http.url_not_allowed); an exit code 1 and a timeout are not among them.
+NO_VERDICT_KINDS = frozenset(
+    {"schema", "wrong_event_name", "http_status", "http_body", "url_not_allowed"}
+)
 
 
 def _who(inv: Invocation) -> str:
@@ -206,7 +211,7 @@ def aggregate(
         rules=rules,
         block_form=blocker.block_form if blocker is not None and blocked else None,
         no_verdict=any(
-            v.outcome == "error" and v.error_kind in _NO_VERDICT_KINDS for _, v in ordered
+            v.outcome == "error" and v.error_kind in NO_VERDICT_KINDS for _, v in ordered
         ),
         failed=any(v.outcome == "error" and v.error_kind == "nonzero_exit" for _, v in ordered),
     )

@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from engine.aggregate import Decision
+from engine.aggregate import NO_VERDICT_KINDS, Decision
 from engine.events import CATALOG
 from engine.failclosed import closed_reason
 from engine.hook_json import PERMISSION_DENIED
@@ -104,7 +104,6 @@ _CURRENT_ONLY = frozenset({"updatedToolOutput", "classifierContext"})
 _STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 # Where Claude Code words an exit-2 block apart from a JSON one.
 _EXIT_FORM = _STOP_EVENTS | {"PostToolUse", "PostToolUseFailure"}
-_NO_VERDICT = frozenset({"schema", "wrong_event_name"})
 _encode = msgspec.json.Encoder()
 
 
@@ -138,7 +137,7 @@ def decision_of(outcome: Outcome) -> Decision:
         block_form=form,
         block_text=text,
         plain=plain,
-        no_verdict=any(r.outcome == "error" and r.error_kind in _NO_VERDICT for r in runs),
+        no_verdict=any(r.outcome == "error" and r.error_kind in NO_VERDICT_KINDS for r in runs),
         failed=any(r.outcome == "error" and r.error_kind == "nonzero_exit" for r in runs),
     )
 

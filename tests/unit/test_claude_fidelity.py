@@ -124,3 +124,14 @@ def test_each_outcome_records_the_deliberate_rule_that_decided_it() -> None:
         run(inv("Stop", 1), exit_code=2, stderr="B"),
     )
     assert stop.rules == ["first-block-in-config-order"] and stop.reason == "A"
+
+
+def test_rules_are_kept_by_the_log_record_and_old_records_read_without_them() -> None:
+    from engine.records import decode_outcome_json, encode_json
+
+    o = Outcome(event=new_event({"hook_event_name": "Stop"}), settings_id="s", rules=["x"])
+    line = encode_json(o)
+    assert b'"rules":["x"],"replay_id":null,' in line  # nested values come before replay_id
+    assert decode_outcome_json(line).rules == ["x"]
+    old = line.replace(b'"rules":["x"],', b"")
+    assert decode_outcome_json(old).rules == []
