@@ -19,6 +19,7 @@ the user (stream-json result and notices), and the files the session left in the
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,13 @@ if not Path(HOOKAUDIT[0]).exists():
 sys.path.insert(0, str(HERE))
 import mock_api  # noqa: E402
 
-SCOPES = ("user", "project", "local", "flag")
+SCOPES = ("user", "project", "local", "flag", "managed")
+# Claude Code 2.1.332 reads managed settings from this path only (its override hook is
+# compiled out): a scenario with a "managed" source writes it for the length of its runs,
+# holding MANAGED_LOCK exclusively; every other scenario holds it shared, so no run of this
+# harness, in any process, sees another scenario's managed file.
+MANAGED = Path("/etc/claude-code/managed-settings.json")
+MANAGED_LOCK = Path(tempfile.gettempdir()) / "hookaudit-conformance-managed.lock"
 
 
 def claude_bin(version: str = PINNED) -> Path:
@@ -76,6 +84,11 @@ class Scenario:
     wrap: bool = True
     lenient: bool = False
     note: str = ""
+    #: label -> what the loopback HTTP hook server answers at /hook/<label> (`http_hooks`);
+    #: a scenario with any gets one server for all its runs, `{HTTP}` in settings is its port.
+    http: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: extra environment for Claude Code and hookaudit (header interpolation)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,12 +109,16 @@ def _subst(obj: Any, root: Path) -> Any:
             lambda m: f"python3 {HOOK} {root} {m.group(1)}",
             obj,
         )
-        return obj.replace("{ROOT}", str(root))
+        return obj.replace("{ROOT}", str(root)).replace("{HTTP}", str(_HTTP_PORT.get(root, 0)))
     if isinstance(obj, list):
         return [_subst(x, root) for x in obj]
     if isinstance(obj, dict):
         return {k: _subst(v, root) for k, v in obj.items()}
     return obj
+
+
+# The port of the scenario's HTTP hook server, by run directory (`{HTTP}` in settings).
+_HTTP_PORT: dict[Path, int] = {}
 
 
 def _paths(root: Path) -> dict[str, Path]:
@@ -110,6 +127,7 @@ def _paths(root: Path) -> dict[str, Path]:
         "project": root / "proj" / ".claude" / "settings.json",
         "local": root / "proj" / ".claude" / "settings.local.json",
         "flag": root / "flag-settings.json",
+        "managed": root / "managed-settings.json",  # a copy; Claude Code reads MANAGED
     }
 
 
@@ -126,8 +144,9 @@ def _write_sources(root: Path, sources: dict[str, Any]) -> dict[str, Path]:
     return out
 
 
-def _env(root: Path, port: int) -> dict[str, str]:
+def _env(root: Path, port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     return {
+        **(extra or {}),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(root / "home"),
         "CLAUDE_CONFIG_DIR": str(root / "home" / ".claude"),
@@ -157,6 +176,9 @@ def run_claude(sc: Scenario, root: Path, sources: dict[str, Any], binary: Path) 
     record = root / "requests.jsonl"
     record.touch()
     server, _ = mock_api.serve(_subst(sc.turns, root), record)
+    if "managed" in written:
+        MANAGED.parent.mkdir(parents=True, exist_ok=True)
+        MANAGED.write_text(written["managed"].read_text())
     try:
         args = [
             str(binary),
@@ -174,7 +196,7 @@ def run_claude(sc: Scenario, root: Path, sources: dict[str, Any], binary: Path) 
             p = subprocess.run(
                 args,
                 cwd=proj,
-                env=_env(root, server.server_address[1]),
+                env=_env(root, server.server_address[1], sc.env),
                 capture_output=True,
                 text=True,
                 timeout=180,
@@ -192,6 +214,8 @@ def run_claude(sc: Scenario, root: Path, sources: dict[str, Any], binary: Path) 
     finally:
         server.shutdown()
         server.server_close()
+        if "managed" in written:
+            MANAGED.unlink(missing_ok=True)
     (root / "stream.jsonl").write_text(out)
     (root / "stderr.txt").write_text(err)
     stream = []
@@ -222,6 +246,77 @@ def _tree(proj: Path) -> dict[str, str]:
             except (OSError, UnicodeDecodeError):
                 out[str(p.relative_to(proj))] = "<binary>"
     return out
+
+
+# ---- the HTTP hook server --------------------------------------------------------------
+
+
+def http_hooks(behaviours: dict[str, dict[str, Any]], base: Path) -> Any:
+    """A loopback server for `http` hooks at /hook/<label>, started on a free port.
+
+    Each POST is logged like hook.py logs (`{"label", "input"}`) to the hooks.jsonl of the run
+    whose project the input's `cwd` names; the answer is the label's behaviour: `status`
+    (200), `body` (str, default empty), `sleep` (s), `echo_header` (a header name: the body is
+    then a PreToolUse additionalContext naming that header's value).
+    """
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+            try:
+                data: Any = json.loads(raw)
+            except ValueError:
+                data = raw.decode("utf-8", "replace")
+            label = self.path.rsplit("/", 1)[-1]
+            cwd = Path(str(data.get("cwd", ""))) if isinstance(data, dict) else Path("/")
+            root = cwd.parent if base in cwd.parents else base
+            name = "hooks.jsonl"
+            entry = {"label": label, "input": data, "headers": dict(self.headers.items())}
+            with (root / name).open("a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+            b = behaviours.get(label, {})
+            if b.get("sleep"):
+                time.sleep(float(b["sleep"]))
+            body = str(b.get("body", ""))
+            if b.get("echo_header"):
+                value = self.headers.get(str(b["echo_header"]), "<absent>")
+                body = json.dumps(
+                    {
+                        "hookSpecificOutput": {
+                            "hookEventName": "PreToolUse",
+                            "additionalContext": f"HEADER={value}",
+                        }
+                    }
+                )
+            out = body.encode()
+            try:
+                self.send_response(int(b.get("status", 200)))
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+            except OSError:
+                pass  # the hook timed out and its caller went away
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _http_counts(root: Path) -> dict[str, int]:
+    """How many requests the HTTP hook server logged per label in this run directory."""
+    counts: dict[str, int] = {}
+    for e in _jsonl(root / "hooks.jsonl"):
+        if "headers" in e:
+            counts[str(e.get("label"))] = counts.get(str(e.get("label")), 0) + 1
+    return counts
 
 
 # ---- observation ------------------------------------------------------------------------
@@ -421,10 +516,11 @@ def eval_side(sc: Scenario, arm: Arm, sources: dict[str, Any]) -> list[dict[str,
     for g in occurrences(arm):
         if not isinstance(g["input"], dict):
             continue
-        env = dict(_env(arm.root, 9), CONFORM_LOG=str(arm.root / "eval-hooks.jsonl"))
+        env = dict(_env(arm.root, 9, sc.env), CONFORM_LOG=str(arm.root / "eval-hooks.jsonl"))
         cmd = [*HOOKAUDIT, "eval", "--format", "json", *_specs(written)]
         if sc.lenient:
             cmd.append("--lenient")
+        before = _http_counts(arm.root)
         p = subprocess.run(
             cmd,
             input=json.dumps(g["input"]),
@@ -434,6 +530,9 @@ def eval_side(sc: Scenario, arm: Arm, sources: dict[str, Any]) -> list[dict[str,
             cwd=arm.root / "proj",
             timeout=120,
         )
+        after = _http_counts(arm.root)
+        # An http hook ran when the loopback server saw it (a refused URL never gets there).
+        reached = {k for k, n in after.items() if n > before.get(k, 0)}
         try:
             doc = json.loads(p.stdout)
         except ValueError:
@@ -441,8 +540,12 @@ def eval_side(sc: Scenario, arm: Arm, sources: dict[str, Any]) -> list[dict[str,
         labels = sorted(
             m.group(1)
             for h in doc.get("hooks", [])
-            for m in [re.search(r"hook\.py \S+ (\S+)", str(h.get("command") or ""))]
-            if m
+            if h.get("outcome") != "skipped"
+            for m in [
+                re.search(r"hook\.py \S+ (\S+)", str(h.get("command") or ""))
+                or re.search(r"/hook/([A-Za-z0-9_.-]+)$", str(h.get("url") or ""))
+            ]
+            if m and (h.get("url") is None or m.group(1) in reached)
         )
         res.append(
             {
@@ -511,6 +614,12 @@ def wrapped_sources(sc: Scenario, root: Path) -> dict[str, Any]:
         ev: [{"hooks": [{"type": "command", "command": cmd, "timeout": 600}]}]
         for ev in _events_of(sc.sources)
     }
+    if "managed" in sc.sources:
+        # allowManagedHooksOnly would ignore a project hook: the stand-in is a managed hook,
+        # beside the managed file's other keys.
+        m = sc.sources["managed"]
+        keep = {k: v for k, v in m.items() if k != "hooks"} if isinstance(m, dict) else {}
+        return {"managed": {**_subst(keep, root), "hooks": hooks}}
     return {"project": {"hooks": hooks}}
 
 
@@ -529,7 +638,30 @@ class Result:
 
 
 def run_scenario(sc: Scenario, binary: Path, keep: Path | None = None) -> Result:
+    """Run one scenario (original, eval and wrapped), holding the managed-settings lock."""
+    with _managed_lock("managed" in sc.sources):
+        return _run_scenario(sc, binary, keep)
+
+
+@contextlib.contextmanager
+def _managed_lock(exclusive: bool) -> Any:
+    with MANAGED_LOCK.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            if exclusive and MANAGED.exists():
+                raise RuntimeError(f"{MANAGED} exists: a managed scenario would overwrite it")
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _run_scenario(sc: Scenario, binary: Path, keep: Path | None) -> Result:
     base = Path(tempfile.mkdtemp(prefix=f"cc-{sc.name[:30]}-"))
+    hserver = None
+    if sc.http:
+        hserver = http_hooks(sc.http, base)
+        for arm in ("o", "w"):
+            _HTTP_PORT[base / arm] = hserver.server_address[1]
     try:
         o_root = base / "o"
         o_root.mkdir()
@@ -566,6 +698,11 @@ def run_scenario(sc: Scenario, binary: Path, keep: Path | None = None) -> Result
     except Exception as exc:  # a harness failure is reported as a result, not a crash
         return Result(sc.name, "error", [f"{type(exc).__name__}: {exc}"], {}, [])
     finally:
+        if hserver is not None:
+            hserver.shutdown()
+            hserver.server_close()
+            for arm in ("o", "w"):
+                _HTTP_PORT.pop(base / arm, None)
         if keep is not None:
             dest = keep / sc.name
             shutil.rmtree(dest, ignore_errors=True)

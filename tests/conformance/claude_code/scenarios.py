@@ -966,6 +966,129 @@ add(
     },
 )
 
+# ---- http hooks to a loopback server the harness starts ---------------------------------------
+
+
+def HT(label: str, **extra: Any) -> dict[str, Any]:
+    """An http hook to the scenario's loopback server, answering as `label`'s behaviour says."""
+    return {"type": "http", "url": "http://127.0.0.1:{HTTP}/hook/" + label, **extra}
+
+
+DENY_BODY = json.dumps(hso(P, permissionDecision="deny", permissionDecisionReason="http no"))
+add("http.deny", {P: [G(HT("h"))]}, http={"h": {"body": DENY_BODY}}, fast=True)
+add("http.empty_200", {P: [G(HT("h"))]}, http={"h": {}})
+add("http.non_2xx", {P: [G(HT("h"))]}, http={"h": {"status": 500, "body": DENY_BODY}})
+add("http.bad_json", {P: [G(HT("h"))]}, http={"h": {"body": "not json"}})
+add(
+    "http.context",
+    {Q: [G(HT("h"))]},
+    http={"h": {"body": json.dumps(hso(Q, additionalContext="HTTP-CTX"))}},
+)
+add(
+    "http.timeout",
+    {P: [G(HT("h", timeout=2))]},
+    http={"h": {"sleep": 6, "body": DENY_BODY}},
+    deviation=TIMED_OUT,
+)
+add(
+    "http.allowed_url",
+    {P: [G(HT("h"))]},
+    extra={"allowedHttpHookUrls": ["http://127.0.0.1:*/hook/*"]},
+    http={"h": {"body": DENY_BODY}},
+)
+add(
+    "http.url_not_allowed",
+    {P: [G(HT("h"))]},
+    extra={"allowedHttpHookUrls": ["http://example.invalid/*"]},
+    http={"h": {"body": DENY_BODY}},
+)
+add(
+    "http.url_allowed_in_other_scope",
+    sources={
+        "user": {"allowedHttpHookUrls": ["http://127.0.0.1:*/*"]},
+        "project": {
+            "allowedHttpHookUrls": ["http://example.invalid/*"],
+            "hooks": {P: [G(HT("h"))]},
+        },
+    },
+    http={"h": {"body": DENY_BODY}},
+)
+TOKEN = {"TOKEN": "s3cret"}
+add(
+    "http.header_env",
+    {P: [G(HT("h", headers={"X-Token": "$TOKEN"}, allowedEnvVars=["TOKEN"]))]},
+    http={"h": {"echo_header": "X-Token"}},
+    env=TOKEN,
+)
+add(
+    "http.header_env_braces",
+    {P: [G(HT("h", headers={"X-Token": "Bearer ${TOKEN}"}, allowedEnvVars=["TOKEN"]))]},
+    http={"h": {"echo_header": "X-Token"}},
+    env=TOKEN,
+)
+add(
+    "http.header_env_not_listed",
+    {P: [G(HT("h", headers={"X-Token": "$TOKEN"}))]},
+    http={"h": {"echo_header": "X-Token"}},
+    env=TOKEN,
+)
+add(
+    "http.header_env_outside_policy",
+    {P: [G(HT("h", headers={"X-Token": "$TOKEN"}, allowedEnvVars=["TOKEN"]))]},
+    extra={"httpHookAllowedEnvVars": ["OTHER"]},
+    http={"h": {"echo_header": "X-Token"}},
+    env=TOKEN,
+)
+add(
+    "http.header_env_in_policy",
+    {P: [G(HT("h", headers={"X-Token": "$TOKEN"}, allowedEnvVars=["TOKEN"]))]},
+    extra={"httpHookAllowedEnvVars": ["TOKEN"]},
+    http={"h": {"echo_header": "X-Token"}},
+    env=TOKEN,
+)
+
+# ---- managed settings (/etc/claude-code/managed-settings.json, written by the harness) --------
+add(
+    "managed.hooks_with_project",
+    sources={"managed": {"hooks": {P: [G(H("m"))]}}, "project": {"hooks": {P: [G(H("p"))]}}},
+)
+add(
+    "managed.only_managed_hooks",
+    sources={
+        "managed": {"allowManagedHooksOnly": True, "hooks": {P: [G(H("m"))]}},
+        "project": {"hooks": {P: [G(H("p"))]}},
+        "user": {"hooks": {P: [G(H("u"))]}},
+    },
+)
+add(
+    "managed.only_without_hooks",
+    sources={"managed": {"allowManagedHooksOnly": True}, "project": {"hooks": {P: [G(H("p"))]}}},
+)
+add(
+    "managed.block",
+    sources={"managed": {"hooks": {P: [G(H("m"))]}}},
+    behaviours={"m": err("managed says no")},
+)
+add(
+    "managed.disable_all",
+    sources={"managed": {"disableAllHooks": True}, "project": {"hooks": {P: [G(H("p"))]}}},
+)
+add(
+    "managed.user_disable_all_keeps_managed",
+    sources={"managed": {"hooks": {P: [G(H("m"))]}}, "user": {"disableAllHooks": True}},
+)
+add(
+    "managed.http_url_ceiling",
+    sources={
+        "managed": {"allowedHttpHookUrls": ["http://example.invalid/*"]},
+        "project": {"allowedHttpHookUrls": ["http://127.0.0.1:*/*"], "hooks": {P: [G(HT("h"))]}},
+    },
+    http={"h": {"body": DENY_BODY}},
+    deviation="a managed allowedHttpHookUrls is a ceiling in hookaudit: Claude Code unions "
+    "every scope's list, so the project's entry lets the hook post to 127.0.0.1 and its deny "
+    "blocks; hookaudit refuses the URL (outside the managed list) and the tool runs",
+)
+
 # ---- Notification, PreCompact and the rest -----------------------------------------------------
 add("notif.none_headless", {"Notification": [G(H("n"))]})
 add(
