@@ -104,6 +104,8 @@ RULES = {
     "Code: the first to finish)",
     "first-block-in-config-order": "several hooks blocked: the reason of the first in "
     "configuration order (Claude Code gives each hook's reason)",
+    "contexts-in-config-order": "several hooks gave context: in configuration order (Claude "
+    "Code: in the order they finished)",
 }
 #: Hook failures after which Claude Code 2.1.332 warns that a PreToolUse hook "gave no usable
 #: answer" (measured: pre.json.bogus_decision, pre.json.null_hso, http.non_2xx,
@@ -231,6 +233,8 @@ def _rules(event: str, ordered: list[Result]) -> list[str]:
         out.append("first-block-in-config-order")
     if sum(v.updated_input is not None for _, v in ordered) > 1:
         out.append("last-rewrite-in-config-order")
+    if sum(bool(v.additional_context) for _, v in ordered) > 1:
+        out.append("contexts-in-config-order")
     return out
 
 

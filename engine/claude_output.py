@@ -210,7 +210,10 @@ def express(event: str, decision: Decision, *, profile: Profile = "current") -> 
     if isinstance(sequence, str):
         top["terminalSequence"] = sequence
     if decision.additional_context and "additionalContext" in es.specific:
-        hso["additionalContext"] = "\n\n".join(decision.additional_context)
+        # Claude Code 2.1.332 puts several PreToolUse contexts in one note, a line each
+        # (multi.two_contexts); elsewhere one hook gives one context, so a blank line.
+        sep = "\n" if event == "PreToolUse" and profile == "current" else "\n\n"
+        hso["additionalContext"] = sep.join(decision.additional_context)
     for key in _SPECIFIC:
         if key in decision.specific and key in es.specific:
             if profile == "legacy" and key in _CURRENT_ONLY:

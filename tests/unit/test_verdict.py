@@ -973,7 +973,7 @@ def test_render_pretool_everything() -> None:
         "systemMessage": "w",
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
-            "additionalContext": "a\n\nb",
+            "additionalContext": "a\nb",  # one note, a line each (Claude Code 2.1.332)
             "permissionDecision": "allow",
             "permissionDecisionReason": "ok",
             "updatedInput": {"command": "pwd"},

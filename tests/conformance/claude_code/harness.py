@@ -176,7 +176,9 @@ def run_claude(sc: Scenario, root: Path, sources: dict[str, Any], binary: Path) 
     record = root / "requests.jsonl"
     record.touch()
     server, _ = mock_api.serve(_subst(sc.turns, root), record)
+    made_dir = False
     if "managed" in written:
+        made_dir = not MANAGED.parent.exists()
         MANAGED.parent.mkdir(parents=True, exist_ok=True)
         MANAGED.write_text(written["managed"].read_text())
     try:
@@ -216,6 +218,9 @@ def run_claude(sc: Scenario, root: Path, sources: dict[str, Any], binary: Path) 
         server.server_close()
         if "managed" in written:
             MANAGED.unlink(missing_ok=True)
+            if made_dir:
+                with contextlib.suppress(OSError):
+                    MANAGED.parent.rmdir()
     (root / "stream.jsonl").write_text(out)
     (root / "stderr.txt").write_text(err)
     stream = []

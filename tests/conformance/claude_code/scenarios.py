@@ -337,6 +337,8 @@ add(
         "a": out(hso(P, additionalContext="CTX-A")),
         "b": out(hso(P, additionalContext="CTX-B")),
     },
+    deviation="several PreToolUse contexts: Claude Code puts them in one note, a line each, in "
+    "the order the hooks finished (a race); hookaudit in configuration order",
 )
 add(
     "multi.context_and_deny",
