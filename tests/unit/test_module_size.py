@@ -29,7 +29,6 @@ TO_SPLIT: dict[str, tuple[int, str]] = {
     "ingest/log/writer.py": (501, "recovery | append | roll/seal scheduling"),
     "engine/hook_json.py": (484, "the JSON readers | sanitising"),
     "ingest/http1.py": (465, "the parser | the connection | the server"),
-    "engine/match.py": (460, "matchers | `if` rules | path rules"),
     "ingest/log/verifier.py": (427, "chains | manifests | anchors"),
     "queries/columns.py": (416, "column tables | tool_input extraction"),
     "ingest/fastemit.py": (416, "the stdlib client | the wire format (edge)"),
