@@ -11,8 +11,10 @@ worker's CLI does import NATS) must be reported broken.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import pkgutil
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,25 @@ def contracts() -> list[dict[str, object]]:
     doc = tomllib.loads(CONFIG.read_text())
     found: list[dict[str, object]] = doc["tool"]["importlinter"]["contracts"]
     return found
+
+
+@pytest.fixture(autouse=True)
+def _logging_kept() -> Iterator[None]:
+    """lint_imports configures logging with dictConfig, which disables every logger that
+    exists (ours included) for the rest of the process: put the logging state back."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    disabled = {
+        name: lg.disabled
+        for name, lg in logging.root.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)
+    }
+    yield
+    root.setLevel(level)
+    root.handlers[:] = handlers
+    for name, lg in logging.root.manager.loggerDict.items():
+        if isinstance(lg, logging.Logger):
+            lg.disabled = disabled.get(name, False)
 
 
 def test_the_contracts_are_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
