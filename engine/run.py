@@ -252,7 +252,8 @@ class Engine:
                 inline = False
         if inline:
             done = finish(event, payload, the_plan, answers, posture=posture, profile=profile)  # type: ignore[arg-type]
-            self._note_once(payload, eff, done)
+            if self._once_any or eff is not self._once_eff:  # no call when no once hook
+                self._note_once(payload, eff, done)
             return done
         return self._pending(event, payload, eff, the_plan, answers, posture, profile)
 
