@@ -68,10 +68,13 @@ def fetch(rule: str, url: object, profile: match.Profile = "current") -> bool:
 
 @pytest.fixture
 def fast() -> Iterator[None]:
-    """Fail a test whose body takes more than a second: hostile input must not hang us."""
+    """Fail a test whose body hangs on hostile input. A catastrophic regex or a quadratic
+    split takes minutes on these inputs and a linear one milliseconds; the bound sits far
+    from both so that a loaded machine does not fail it (this is a hang guard, not a
+    benchmark: tests/bench/bench_plan.py measures speed)."""
     start = time.perf_counter()
     yield
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 15.0
 
 
 # -- §8 conformance cases: matchers ---------------------------------------------------------
