@@ -32,7 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hookaudit.eval_cmd:eval_cmd",
         "Run the engine once on one event and print the decision.",
     ),
-    "nats": ("ingest.cli:nats_group", "The embedded NATS server: up, down, status."),
+    "nats": (
+        "ingest.cli:nats_group",
+        "NATS: up, down, status of the embedded server; keys, creds, provision for any.",
+    ),
     "worker": (
         "ingest.cli:worker_cmd",
         "Consume events, evaluate, append to the log, ack, answer.",
@@ -75,7 +78,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hookaudit.lint_cmd:lint_cmd",
         "Find settings entries that would silently remove a gate (typos, dead `if` rules).",
     ),
-    "log": ("ingest.cli_log:log_group", "The append-only log: seal."),
+    "log": (
+        "ingest.cli_log:log_group",
+        "The append-only log: seal, ship to object storage, prune shipped copies.",
+    ),
 }
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from hookaudit.cli import COMMANDS, root
@@ -202,24 +204,42 @@ def test_eval_lenient_ignores_a_broken_file_like_claude_code(tmp_path: Path) -> 
         )
     )
     good = tmp_path / "good.json"
-    good.write_text(json.dumps({"hooks": {"PostToolUse": [{"hooks": [
-        {"type": "command", "command": "true"}]}]}}))
+    good.write_text(
+        json.dumps(
+            {"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "true"}]}]}}
+        )
+    )
     p = run("eval", "--settings", f"project:{bad}", "--lenient", stdin=bash("ls"))
     assert p.returncode == 0
     assert "warning" in p.stderr and "hooks[0].command" in p.stderr
     assert "file ignored" in p.stderr
     assert json.loads(p.stdout)["blocked"] is False
-    strict = run("eval", "--settings", f"user:{good}", "--settings", f"project:{bad}",
-                 stdin=bash("ls"))
+    strict = run(
+        "eval", "--settings", f"user:{good}", "--settings", f"project:{bad}", stdin=bash("ls")
+    )
     assert strict.returncode == 1
     assert "Claude Code ignores every hook of this file" in strict.stderr
     both = run("eval", "--settings", "user:" + str(tmp_path / "notjson.json"), stdin=bash("ls"))
     assert both.returncode == 1
     (tmp_path / "notjson.json").write_text("{ nope")
-    kept = run("eval", "--settings", f"user:{tmp_path / 'notjson.json'}", "--settings",
-               f"project:{good}", "--lenient", stdin=json.dumps({
-                   "hook_event_name": "PostToolUse", "session_id": "s", "cwd": str(tmp_path),
-                   "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_response": {}}))
+    kept = run(
+        "eval",
+        "--settings",
+        f"user:{tmp_path / 'notjson.json'}",
+        "--settings",
+        f"project:{good}",
+        "--lenient",
+        stdin=json.dumps(
+            {
+                "hook_event_name": "PostToolUse",
+                "session_id": "s",
+                "cwd": str(tmp_path),
+                "tool_name": "Bash",
+                "tool_input": {"command": "ls"},
+                "tool_response": {},
+            }
+        ),
+    )
     assert kept.returncode == 0, kept.stderr
     assert len(json.loads(kept.stdout)["hooks"]) == 1
 
@@ -305,6 +325,17 @@ def _all_commands() -> list[tuple[str, Any]]:
 )
 def test_every_command_has_help_with_an_example(name: str, cmd: Any) -> None:
     assert cmd.help and "Example" in cmd.help, f"hookaudit {name}: help needs an example"
+
+
+def test_root_help_of_a_group_names_its_subcommands() -> None:
+    """The root's one-line summaries are written by hand: a group's must name every
+    subcommand (`log` said "seal" long after it could ship and prune)."""
+    for name, (target, summary) in COMMANDS.items():
+        module, _, attr = target.partition(":")
+        cmd = getattr(importlib.import_module(module), attr)
+        if isinstance(cmd, click.Group) and len(cmd.commands) > 1:
+            missing = [sub for sub in cmd.commands if sub not in summary]
+            assert not missing, f"hookaudit --help: {name}'s summary omits {missing}"
 
 
 def test_root_help_lists_commands() -> None:
