@@ -106,6 +106,10 @@ RULES = {
     "configuration order (Claude Code gives each hook's reason)",
     "contexts-in-config-order": "several hooks gave context: in configuration order (Claude "
     "Code: in the order they finished)",
+    "managed-http-url-ceiling": "an http hook's URL another scope allowed was refused: the "
+    "managed allowedHttpHookUrls is a ceiling (Claude Code: a union of every scope)",
+    "managed-http-env-ceiling": "a header variable another scope allowed was left empty: the "
+    "managed httpHookAllowedEnvVars is a ceiling (Claude Code: a union of every scope)",
 }
 #: Hook failures after which Claude Code 2.1.332 warns that a PreToolUse hook "gave no usable
 #: answer" (measured: pre.json.bogus_decision, pre.json.null_hso, http.non_2xx,

@@ -39,7 +39,9 @@ from typing import Any
 
 from engine.effects import Executor, Invocation, RawResult
 from engine.events import ALL_TYPES
+from engine.executors.headers import refused_by_policy
 from engine.executors.python import PythonExecutor
+from engine.executors.urls import url_allowed
 from engine.flow import Evaluation, finish
 from engine.payload import parse_payload
 from engine.plan import Plan, plan
@@ -371,6 +373,28 @@ def to_outcome(
         specific=dict(d.specific),
         runs=list(ev.runs),
         errors=list(d.errors),
-        rules=list(d.rules),
+        rules=[*d.rules, *_ceiling_rules(ev, eff)],
         replay_id=replay_id,
     )
+
+
+def _ceiling_rules(ev: Evaluation, eff: Effective) -> list[str]:
+    """The managed HTTP ceiling's rules, where it refused what Claude Code would allow."""
+    if eff.uncapped_http_urls is None and eff.uncapped_http_env is None:
+        return []
+    out: list[str] = []
+    for run in ev.runs:
+        if run.hook.type != "http":
+            continue
+        if (
+            eff.uncapped_http_urls is not None
+            and run.error_kind == "url_not_allowed"
+            and run.hook.url is not None
+            and url_allowed(run.hook.url, eff.uncapped_http_urls)
+        ):
+            out.append("managed-http-url-ceiling")
+        if eff.uncapped_http_env is not None and any(
+            var in eff.uncapped_http_env for var in refused_by_policy(run.stderr)
+        ):
+            out.append("managed-http-env-ceiling")
+    return list(dict.fromkeys(out))

@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import SettingsError
-from engine.executors.ssrf import narrow_patterns
+from engine.http_policy import claude_http_policy, http_policy
 from engine.settings import SCOPES, Hook, SettingsFile, UnknownHook, default_user_dir, load_file
 
 __all__ = [
     "Effective",
     "Entry",
     "Source",
+    "claude_http_policy",
     "discover",
     "http_policy",
     "load_sources",
@@ -84,6 +85,10 @@ class Effective:
     allow_managed_only: bool = False
     allowed_http_urls: tuple[str, ...] | None = None
     http_env_allowlist: tuple[str, ...] | None = None
+    # What Claude Code would allow (every scope's lists, a union), kept only where a managed
+    # ceiling narrowed it: an outcome then names the rule when the ceiling refused something.
+    uncapped_http_urls: tuple[str, ...] | None = None
+    uncapped_http_env: tuple[str, ...] | None = None
     posture: Mapping[str, str] = field(default_factory=dict)
     project_dir: str | None = None
     files: tuple[str, ...] = ()
@@ -170,6 +175,7 @@ def merge(sources: Sequence[Source], *, project_dir: str | None = None) -> Effec
         if s.settings.hookauditPosture:
             posture.update(s.settings.hookauditPosture)
     urls, env_allow = http_policy(ordered)
+    all_urls, all_env = claude_http_policy(ordered)
     return Effective(
         entries={k: tuple(v) for k, v in entries.items()},
         settings_id=_settings_id(ordered),
@@ -178,49 +184,13 @@ def merge(sources: Sequence[Source], *, project_dir: str | None = None) -> Effec
         allow_managed_only=allow_managed_only,
         allowed_http_urls=tuple(urls) if urls is not None else None,
         http_env_allowlist=tuple(env_allow) if env_allow is not None else None,
+        uncapped_http_urls=tuple(all_urls) if all_urls is not None and all_urls != urls else None,
+        uncapped_http_env=tuple(all_env) if all_env is not None and all_env != env_allow else None,
         posture=posture,
         project_dir=project_dir,
         files=tuple(s.file for s in ordered),
         sessionend_max_timeout=sessionend_max,
     )
-
-
-def _union(lists: Iterable[list[str] | None]) -> list[str] | None:
-    out: list[str] | None = None
-    for values in lists:
-        if values is not None:
-            out = list(dict.fromkeys([*(out or []), *values]))
-    return out
-
-
-def http_policy(sources: Sequence[Source]) -> tuple[list[str] | None, list[str] | None]:
-    """`allowedHttpHookUrls` and `httpHookAllowedEnvVars` after merging (pure).
-
-    Without a managed list, the lists of every scope are a union, as in Claude Code. A
-    managed list is a ceiling (a deliberate, stricter deviation: in Claude Code a
-    repository's project settings could widen it): the other scopes' union can only
-    narrow it, a URL pattern surviving only where it lies within the other side
-    (`narrow_patterns`), an env var only when both sides name it.
-
-    >>> from engine.settings import parse_settings
-    >>> m = Source("managed", "m.json", parse_settings(
-    ...     {"allowedHttpHookUrls": ["https://*.corp.example/*"]}, "m.json"), "/")
-    >>> p = Source("project", "p.json", parse_settings(
-    ...     {"allowedHttpHookUrls": ["https://evil.example/*"]}, "p.json"), "/p")
-    >>> http_policy([m, p])
-    ([], None)
-    """
-    managed = [s for s in sources if s.scope == "managed"]
-    others = [s for s in sources if s.scope != "managed"]
-    urls = _union(s.settings.allowedHttpHookUrls for s in others)
-    env = _union(s.settings.httpHookAllowedEnvVars for s in others)
-    url_cap = _union(s.settings.allowedHttpHookUrls for s in managed)
-    env_cap = _union(s.settings.httpHookAllowedEnvVars for s in managed)
-    if url_cap is not None:
-        urls = url_cap if urls is None else narrow_patterns(url_cap, urls)
-    if env_cap is not None:
-        env = env_cap if env is None else [v for v in env if v in env_cap]
-    return urls, env
 
 
 def parse_scoped(spec: str) -> tuple[str, str]:

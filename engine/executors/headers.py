@@ -11,11 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-__all__ = ["interpolate_headers"]
+__all__ = ["POLICY_LIST", "interpolate_headers", "refused_by_policy"]
 
 
 # --------------------------------------------------------------------------- headers
 
+#: How a warning names the policy list (the one `refused_by_policy` reads back).
+POLICY_LIST = "the policy httpHookAllowedEnvVars"
+_REFUSED = re.compile(r"\$([A-Z_][A-Z0-9_]*) is not in " + re.escape(POLICY_LIST) + ";")
 _ENV_REF = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}|\$([A-Z_][A-Z0-9_]*)")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _STRIP = str.maketrans("", "", "\r\n\x00")
@@ -55,7 +58,7 @@ def interpolate_headers(
             if var not in hook_allowed:
                 where = "the hook's allowedEnvVars"
             elif policy is not None and var not in policy:
-                where = "the policy httpHookAllowedEnvVars"
+                where = POLICY_LIST
             else:
                 return environ.get(var, "")
             warnings.append(
@@ -65,3 +68,13 @@ def interpolate_headers(
 
         out[name] = _ENV_REF.sub(expand, value).translate(_STRIP)
     return out, warnings
+
+
+def refused_by_policy(stderr: str) -> list[str]:
+    """The variables a run's warnings (its stderr) say the policy list left empty.
+
+    >>> _, w = interpolate_headers({"X": "$T"}, ["T"], [], {"T": "v"})
+    >>> refused_by_policy("\\n".join(w))
+    ['T']
+    """
+    return _REFUSED.findall(stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import shutil
 import ssl
 import subprocess
@@ -740,3 +741,87 @@ async def test_engine_blocked_url_is_recorded_as_an_error_not_sent(
     out = await Engine({"http": executor}).evaluate(new_event(INPUT), eff)
     assert not out.blocked
     assert out.runs[0].error_kind == "ssrf_blocked_address"
+
+
+def test_an_outcome_names_the_managed_ceiling_where_it_refused(tmp_path: Path) -> None:
+    """The deviation is recorded where it decided: a URL and a header variable that a
+    project allowed and the managed ceiling refused (Claude Code would have sent both)."""
+    seen: list[dict[str, str]] = []
+
+    class H(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            seen.append({k.lower(): v for k, v in self.headers.items()})
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = QuietServer(("127.0.0.1", 0), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        managed = tmp_path / "managed.json"
+        managed.write_text(
+            json.dumps(
+                {
+                    "allowedHttpHookUrls": [f"http://127.0.0.1:{port}/ok"],
+                    "httpHookAllowedEnvVars": ["PUBLIC_ID"],
+                }
+            )
+        )
+        project = tmp_path / "project.json"
+        hook = {"type": "http", "headers": {"X-T": "$TOKEN"}, "allowedEnvVars": ["TOKEN"]}
+        project.write_text(
+            json.dumps(
+                {
+                    "allowedHttpHookUrls": [f"http://127.0.0.1:{port}/*"],
+                    "httpHookAllowedEnvVars": ["TOKEN"],
+                    "hooks": {
+                        "Stop": [
+                            {
+                                "hooks": [
+                                    {**hook, "url": f"http://127.0.0.1:{port}/ok"},
+                                    {**hook, "url": f"http://127.0.0.1:{port}/other"},
+                                ]
+                            }
+                        ]
+                    },
+                }
+            )
+        )
+        event = {
+            "hook_event_name": "Stop",
+            "session_id": "s",
+            "cwd": str(tmp_path),
+            "transcript_path": str(tmp_path / "t.jsonl"),
+            "stop_hook_active": False,
+        }
+
+        def run_eval(*specs: str) -> dict[str, object]:
+            args = [a for spec in specs for a in ("--settings", spec)]
+            p = subprocess.run(
+                [sys.executable, "-m", "hookaudit", "eval", *args, "--format", "json"],
+                input=json.dumps(event),
+                capture_output=True,
+                text=True,
+                env={**os.environ, "TOKEN": "s3cret"},
+                timeout=60,
+            )
+            assert p.returncode == 0, p.stderr
+            doc: dict[str, object] = json.loads(p.stdout)
+            return doc
+
+        capped = run_eval(f"managed:{managed}", f"project:{project}")
+        assert sorted(capped["rules"]) == ["managed-http-env-ceiling", "managed-http-url-ceiling"]
+        assert [h.get("x-t") for h in seen] == [""]  # /other refused, $TOKEN left empty
+        seen.clear()
+        plain = run_eval(f"project:{project}")  # no ceiling: no rule, both hooks sent
+        assert plain["rules"] == []
+        assert sorted(h.get("x-t", "") for h in seen) == ["s3cret", "s3cret"]
+        print("managed ceiling recorded: url + env rules on the outcome; none without it")
+    finally:
+        server.shutdown()
+        server.server_close()
