@@ -106,6 +106,8 @@ RULES = {
     "configuration order (Claude Code gives each hook's reason)",
     "contexts-in-config-order": "several hooks gave context: in configuration order (Claude "
     "Code: in the order they finished)",
+    "null-read-as-absent": "a hook answer held a JSON null: read as not given and the rest "
+    "kept (Claude Code discards the whole answer)",
     "managed-http-url-ceiling": "an http hook's URL another scope allowed was refused: the "
     "managed allowedHttpHookUrls is a ceiling (Claude Code: a union of every scope)",
     "managed-http-env-ceiling": "a header variable another scope allowed was left empty: the "
@@ -224,7 +226,8 @@ def aggregate(
 
 
 def _rules(event: str, ordered: list[Result]) -> list[str]:
-    """Which of `RULES` decided this event: only where several hooks compete."""
+    """Which of `RULES` decided this event: where several hooks compete, or where a null in
+    an answer was read as not given."""
     out: list[str] = []
     if event == "PreToolUse":
         if sum(v.permission_decision == "deny" for _, v in ordered) > 1:
@@ -239,6 +242,8 @@ def _rules(event: str, ordered: list[Result]) -> list[str]:
         out.append("last-rewrite-in-config-order")
     if sum(bool(v.additional_context) for _, v in ordered) > 1:
         out.append("contexts-in-config-order")
+    if any(v.nulls for _, v in ordered):
+        out.append("null-read-as-absent")
     return out
 
 

@@ -102,6 +102,10 @@ class HookVerdict(msgspec.Struct, frozen=True, gc=False):
     #: hook's ok:false), "json" for a JSON decision. Claude Code 2.1.332 tells the model the
     #: two apart on Stop (tests/conformance/claude_code stop.exit2_always_cap).
     block_form: str | None = None
+    #: Fields the hook gave as JSON null beside an answer it did give: Claude Code 2.1.332
+    #: discards such an answer whole, hookaudit reads the nulls as not given and keeps the
+    #: rest (rule `null-read-as-absent`).
+    nulls: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- building verdicts
@@ -126,6 +130,7 @@ def _finish(
     error_kind: str | None = None,
     pending: bool = False,
     block_form: str | None = None,
+    nulls: tuple[str, ...] = (),
 ) -> HookVerdict:
     spec_out = dict(specific or {})
     capped: list[str] = []
@@ -165,6 +170,7 @@ def _finish(
         error_kind=error_kind,
         pending=pending,
         block_form=block_form if blocking else None,
+        nulls=nulls,
     )
 
 
@@ -189,6 +195,7 @@ def _from_read(
     elif read.unhonoured:
         message = read.reason if read.reason is not None else error_message
     specific = read.specific
+    nulls = tuple(read.nulls)  # beside an answer, unless one of the branches below says none
     outcome: VerdictOutcome
     if blocking or read.unhonoured or unhonoured_block or not read.continue_ or decision == "deny":
         outcome = "deny"
@@ -197,7 +204,7 @@ def _from_read(
     elif specific.get("action") in ("decline", "cancel"):
         outcome = "deny"
     elif error_kind is not None:
-        outcome = "error"
+        outcome, nulls = "error", ()
     elif read.nulls:
         # Claude Code discards the whole answer (tests/conformance/claude_code
         # pre.json.null_hso): nothing else was said, so this hook gave no usable answer.
@@ -207,6 +214,9 @@ def _from_read(
             "answer; hookaudit reads null as not given)"
         )
         message = error_message
+        # No usable answer for Claude Code either; a context or message beside the null is
+        # still kept here, where Claude Code drops it with the rest.
+        nulls = nulls if (read.context or read.system_message) else ()
     else:
         outcome = "noop"
     return _finish(
@@ -224,6 +234,7 @@ def _from_read(
         output=read.obj,
         error_kind=error_kind,
         block_form="json" if read.block else "exit",
+        nulls=nulls,
     )
 
 

@@ -85,6 +85,24 @@ def test_a_null_never_opens_a_gate_the_rest_closes() -> None:
         run(inv("PreToolUse"), exit_code=0, stdout='{"decision": "block", "reason": null}'),
     )
     assert o.blocked and o.decision == "deny"
+    assert o.rules == ["null-read-as-absent"]  # Claude Code would discard the answer: recorded
+
+
+def test_a_null_beside_nothing_else_is_no_rule_and_one_beside_context_is() -> None:
+    alone = outcome_of(
+        "PreToolUse", run(inv("PreToolUse"), exit_code=0, stdout='{"hookSpecificOutput": null}')
+    )
+    assert alone.rules == []  # no usable answer in Claude Code too: no deviation
+    ctx = outcome_of(
+        "UserPromptSubmit",
+        run(
+            inv("UserPromptSubmit"),
+            exit_code=0,
+            stdout='{"systemMessage": null, "hookSpecificOutput": {"hookEventName": '
+            '"UserPromptSubmit", "additionalContext": "C"}}',
+        ),
+    )
+    assert ctx.additional_context == ["C"] and ctx.rules == ["null-read-as-absent"]
 
 
 def test_stop_exit2_block_is_rendered_as_exit2_with_the_exact_stderr() -> None:
