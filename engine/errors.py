@@ -7,6 +7,7 @@ recorded in a HookRun, never exceptions. Exceptions are for bad input and bugs:
     ├── InvalidEvent      what an agent sent is not a hook event (bad JSON, no name)
     ├── SettingsError     what an operator wrote is wrong (file, JSON path, why)
     ├── Unavailable       NATS, disk or another service cannot be reached
+    │   └── PublishUncertain  a publish that got no acknowledgement: it may be stored
     ├── ProvisionError    an existing stream or consumer has incompatible settings
     └── LogCorrupt        the append-only log fails verification (file, line, why)
 
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidEvent",
     "LogCorrupt",
     "ProvisionError",
+    "PublishUncertain",
     "SettingsError",
     "Unavailable",
 ]
@@ -55,6 +57,12 @@ class SettingsError(HookauditError):
 
 class Unavailable(HookauditError):
     """A service hookaudit needs (NATS, the disk) cannot be reached."""
+
+
+class PublishUncertain(Unavailable):
+    """A publish whose acknowledgement never came (a timeout, a connection lost while
+    waiting): the stream may hold the event all the same, so a copy sent again under the
+    same id can be dropped as a duplicate."""
 
 
 class ProvisionError(HookauditError):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import msgspec
 
-from engine.errors import HookauditError, InvalidEvent, Unavailable
+from engine.errors import HookauditError, InvalidEvent, PublishUncertain, Unavailable
 from engine.events import is_known, spec
 from engine.payload import MAX_EVENT_BYTES, parse_payload
 from engine.records import (
@@ -412,23 +412,32 @@ async def _record_reject(stub: HookEvent, opts: EmitOptions, spool: Spool) -> No
 
 
 def undelivered(
-    event: HookEvent, opts: EmitOptions, spool: Spool, why: str | HookauditError
+    event: HookEvent,
+    opts: EmitOptions,
+    spool: Spool,
+    why: str | HookauditError,
+    *,
+    maybe_stored: bool = False,
 ) -> Result:
     """NATS could not take the event: spool it, then act per the fail mode.
 
     Observe mode stays silent when NATS is merely unavailable, but an operator's
     mistake (credentials, TLS, a conflicting stream) is reported on stderr. A waiting
     emitter answers by itself, so the spooled event carries that answer (`Fallback`):
-    its record will say what the agent was told.
+    its record will say what the agent was told. When the publish may have been stored
+    after all (no PubAck: `PublishUncertain`, or the budget ran out mid-publish), the
+    spooled copy is a notice with its own message id: sent again under the event's id,
+    JetStream would drop it as a duplicate and the log would keep only the policy's
+    decision, which the agent never got.
     """
+    maybe_stored = maybe_stored or isinstance(why, PublishUncertain)
     answer = None
     if opts.wait:
         answer = fail_result(
             event.event, opts.fail, f"no decision: {why}; event spooled", status="spooled"
         )
-        event = msgspec.structs.replace(
-            event, fallback=fallback(event.event, opts.fail, f"spooled: {why}", answer)
-        )
+        fb = fallback(event.event, opts.fail, f"spooled: {why}", answer, notice=maybe_stored)
+        event = msgspec.structs.replace(event, fallback=fb)
     try:
         spool.append(event)
     except Unavailable as e:
@@ -483,7 +492,7 @@ async def _deliver_on(
     event: HookEvent, opts: EmitOptions, spool: Spool
 ) -> tuple[Result, Client | None]:
     nc: Client | None = None
-    acked = False
+    acked = sending = False
     try:
         async with asyncio.timeout(opts.budget()):
             try:
@@ -501,6 +510,7 @@ async def _deliver_on(
             if opts.wait:
                 reply_to = nc.new_inbox()
                 sub = await nc.subscribe(reply_to)  # before publishing
+            sending = True
             try:
                 sent = await publish(event, reply_to=reply_to)
             except HookauditError as e:
@@ -514,7 +524,7 @@ async def _deliver_on(
     except TimeoutError:
         why = f"delivery took longer than {opts.budget():.0f}s"
         if not acked:
-            return undelivered(event, opts, spool, why), nc
+            return undelivered(event, opts, spool, why, maybe_stored=sending), nc
         return fail_result(event.event, opts.fail, f"no decision: {why}", status="no-decision"), nc
 
 

@@ -24,7 +24,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.js import errors as js_errors
 
-from engine.errors import SettingsError, Unavailable
+from engine.errors import PublishUncertain, SettingsError, Unavailable
 
 __all__ = ["ConnectOptions", "connect", "describe", "publish_error", "split_urls"]
 
@@ -243,10 +243,11 @@ def publish_error(exc: BaseException, subject: str, timeout: float) -> Unavailab
     if isinstance(exc, (js_errors.NoStreamResponseError, nats.errors.NoRespondersError)):
         return Unavailable(f"no JetStream stream stores {subject}")
     if isinstance(exc, (nats.errors.TimeoutError, TimeoutError)):
-        return Unavailable(f"no PubAck from JetStream within {timeout:g}s for {subject}")
+        return PublishUncertain(f"no PubAck from JetStream within {timeout:g}s for {subject}")
     if isinstance(exc, js_errors.APIError):
         return Unavailable(f"JetStream refused the event: {exc.description}")
-    return Unavailable(f"publish to {subject} failed: {describe(exc)}")
+    # Anything else (the connection lost mid-request, ...): the message may have gone out.
+    return PublishUncertain(f"publish to {subject} failed: {describe(exc)}")
 
 
 async def connect(

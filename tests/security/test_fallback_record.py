@@ -9,6 +9,7 @@ with `decided_by` telling policy from fallback, and in the `rejects` view.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import signal
@@ -158,3 +159,152 @@ async def test_fallback_answers_and_refused_input_are_recorded(
         f"policy verdicts kept beside them; 10 MB event recorded ({reason[:50]}...); "
         f"decided_by counts {counts}"
     )
+
+
+class _LosePubAcks:
+    """A TCP hop to the real server that forwards everything until the client publishes,
+    then drops what the server sends back: the event is stored, its PubAck lost."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.writers: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        async def handle(cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+            sr, sw = await asyncio.open_connection(host, port)
+            self.writers += [cw, sw]
+            published = False
+
+            async def up() -> None:
+                nonlocal published
+                while data := await cr.read(65536):
+                    published = published or b"PUB " in data  # PUB or HPUB
+                    sw.write(data)
+                    await sw.drain()
+
+            async def down() -> None:
+                while data := await sr.read(65536):
+                    if not published:
+                        cw.write(data)
+                        await cw.drain()
+
+            for coro in (up(), down()):
+                t = asyncio.ensure_future(coro)
+                self.tasks.add(t)
+
+        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port_: int = self.server.sockets[0].getsockname()[1]
+        return port_
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for w in self.writers:
+            w.close()
+            with contextlib.suppress(Exception):
+                await w.wait_closed()
+        await self.server.wait_closed()
+
+
+async def test_a_lost_puback_still_records_the_fallback_the_agent_got(
+    nats_server: Any, tmp_path: Path
+) -> None:
+    """The event reaches the stream but its PubAck never comes back: emit denies (fail
+    closed) and spools the event. Sent again under the event's id, JetStream would drop
+    the spooled copy as a duplicate and the log would hold only the policy's allow."""
+    prefix = f"pa{time.time_ns() % 10**9}"
+    data = tmp_path / "data"
+    host, port = nats_server.url.removeprefix("nats://").rsplit(":", 1)
+    hop = _LosePubAcks()
+    hop_port = await hop.start(host, int(port))
+    nc = Client()
+    await nc.connect(nats_server.url)
+    try:
+        await ha_nats.provision(nc.jetstream(), prefix=prefix)
+        via = [
+            "--data-dir",
+            str(data),
+            "--nats",
+            f"nats://127.0.0.1:{hop_port}",
+            "--prefix",
+            prefix,
+        ]
+        up = ["--data-dir", str(data), "--nats", nats_server.url, "--prefix", prefix]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "hookaudit",
+            "emit",
+            *via,
+            "--wait",
+            "--fail",
+            "closed",
+            "--timeout",
+            "5",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(pretool("ls acked-lost")), 60)
+        assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny", err
+        assert b"no PubAck" in out + err
+        flushed = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "hookaudit",
+            "spool",
+            "flush",
+            *up,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        _, f_err = await flushed.communicate()
+        assert flushed.returncode == 0, f_err
+        (tmp_path / "hooks.py").write_text(HOOKS)
+        settings = tmp_path / "settings.json"
+        settings.write_text(
+            json.dumps(
+                {
+                    "hooks": {
+                        "PreToolUse": [
+                            {
+                                "matcher": "*",
+                                "hooks": [{"type": "python", "callable": "hooks.py:guard"}],
+                            }
+                        ]
+                    }
+                }
+            )
+        )
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "hookaudit", "worker", *up, "--settings", f"project:{settings}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while len(list(iter_outcomes(data))) < 2:
+                assert time.monotonic() < deadline, "expected the policy record and the notice"
+                await asyncio.sleep(0.2)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.communicate(timeout=30)
+    finally:
+        await hop.close()
+        await nc.close()
+    rows = (
+        open_db(data)
+        .execute(
+            "SELECT decided_by, blocked, decision FROM outcomes WHERE command = 'ls acked-lost'"
+        )
+        .fetchall()
+    )
+    assert sorted(rows) == [("fallback", True, "deny"), ("policy", False, None)], rows
+    print("lost PubAck: agent denied (fail closed); log holds policy allow + fallback deny notice")
