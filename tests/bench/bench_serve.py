@@ -17,6 +17,12 @@ one after another as one Claude Code session does; a Python HTTP client (httpx) 
 ~0.8 ms of its own per request. Target: serve_responder p99 <= 5 ms.
 
     .venv/bin/python tests/bench/bench_serve.py [--requests 2000] [--no-worker] [--no-auth]
+
+``--pair N`` runs the whole benchmark N times authenticated (role keys, replies signed and
+verified) and N times open, alternated, and prints the ratio auth / open of each part's
+p50 and p99 (medians over the runs): what authentication and signing cost serve.
+
+    .venv/bin/python tests/bench/bench_serve.py --pair 3 --requests 1000
 """
 
 from __future__ import annotations
@@ -222,6 +228,21 @@ def bench_http(hooks_url: str, n: int, healthz: bool) -> dict[str, Any]:
     return result
 
 
+def worker_ready(hooks_url: str, log: Path, wait: float = 60.0) -> None:
+    """Until the policy's deny comes back through serve (payload 0 is the denied one)."""
+    client = RawClient(hooks_url)
+    deadline = time.monotonic() + wait
+    try:
+        while time.monotonic() < deadline:
+            _, body = client.call("POST", "/hooks", json.dumps(payload(0)).encode())
+            if body and b'"deny"' in body:
+                return
+            time.sleep(0.2)
+    finally:
+        client.close()
+    raise SystemExit(f"the worker gave no decision within {wait:g}s; see {log}")
+
+
 def start_serve(
     url: str, prefix: str, log: Path, data_dir: Path
 ) -> tuple[subprocess.Popen[bytes], str]:
@@ -300,6 +321,9 @@ def run(n: int, with_worker: bool, auth: bool = True) -> dict[str, Any]:
             )
             serve, hooks_url = start_serve(authed.url, prefix, tmp / "serve2.log", serve_dir)
             procs.append(serve)
+            # serve's emitter role cannot create the stream: until the worker has, serve
+            # fails open at once and a run would time only that. Wait for a real decision.
+            worker_ready(hooks_url, tmp / "worker.log")
             results["serve_worker_python"] = bench_http(hooks_url, n, healthz=False)
     finally:
         for p in reversed(procs):
@@ -308,6 +332,36 @@ def run(n: int, with_worker: bool, auth: bool = True) -> dict[str, Any]:
         stop_embedded(tmp / "auth")
         shutil.rmtree(tmp, ignore_errors=True)
     return results
+
+
+def paired(n: int, rounds: int, with_worker: bool) -> dict[str, Any]:
+    """Authenticated and open runs alternated; ratios of the medians of p50 and p99."""
+    runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for i in range(rounds):
+        for auth in (True, False) if i % 2 == 0 else (False, True):
+            runs[auth].append(run(n, with_worker=with_worker, auth=auth))
+    parts = sorted(set(runs[True][0]) & set(runs[False][0]))
+    out: dict[str, Any] = {}
+    for part in parts:
+        row: dict[str, Any] = {}
+        for q in ("p50_ms", "p99_ms"):
+            a = statistics.median(r[part][q] for r in runs[True])
+            o = statistics.median(r[part][q] for r in runs[False])
+            row[q] = {"auth": a, "open": o, "ratio": round(a / o, 3) if o else None}
+        if "answers" in runs[True][0][part]:
+            row["answers"] = {
+                "auth": runs[True][0][part]["answers"],
+                "open": runs[False][0][part]["answers"],
+            }
+        out[part] = row
+    return {
+        "benchmark": "serve auth vs open",
+        "requests": n,
+        "rounds": rounds,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "target": "ratio <= 1.10 (issue 11)",
+        "results": out,
+    }
 
 
 def main() -> None:
@@ -320,9 +374,15 @@ def main() -> None:
     ap.add_argument(
         "--responder", nargs=3, metavar=("NATS_URL", "PREFIX", "DATA_DIR"), help=argparse.SUPPRESS
     )
+    ap.add_argument(
+        "--pair", type=int, metavar="N", help="N authenticated and N open runs, alternated"
+    )
     args = ap.parse_args()
     if args.responder:
         asyncio.run(responder(*args.responder))
+        return
+    if args.pair:
+        print(json.dumps(paired(args.requests, args.pair, not args.no_worker), indent=2))
         return
     results = run(args.requests, with_worker=not args.no_worker, auth=not args.no_auth)
     print(
