@@ -54,7 +54,15 @@ def body(session: str, command: str, **tool_input: str) -> bytes:
 
 
 def by_session(data: Path) -> Counter[str]:
-    return Counter(o.event.session_id or "" for o in iter_outcomes(data) if o.replay_id is None)
+    """Live records per session. A fallback notice (an emitter that gave up waiting says what
+    it answered) is a record of its own, not a second copy of the event: it shows the
+    session logged, and is not counted as a copy."""
+    seen: Counter[str] = Counter()
+    for o in iter_outcomes(data):
+        if o.replay_id is None:
+            notice = o.event.fallback is not None and o.event.fallback.notice
+            seen[o.event.session_id or ""] += 0 if notice else 1
+    return seen
 
 
 async def wait_sessions(data: Path, want: set[str], timeout: float) -> Counter[str]:
