@@ -56,6 +56,20 @@ def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     )
 
 
+def start_worker(tmp_path: Path, up: list[str]) -> subprocess.Popen[bytes]:
+    """A real worker with the python guard (denies `rm -rf /`) as its only policy."""
+    (tmp_path / "hooks.py").write_text(HOOKS)
+    settings = tmp_path / "settings.json"
+    hook = {"type": "python", "callable": "hooks.py:guard"}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}}))
+    return subprocess.Popen(
+        [sys.executable, "-m", "hookaudit", "worker", *up, "--settings", f"project:{settings}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+
+
 async def test_fallback_answers_and_refused_input_are_recorded(
     nats_server: Any, tmp_path: Path
 ) -> None:
@@ -92,27 +106,7 @@ async def test_fallback_answers_and_refused_input_are_recorded(
     assert json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert cli("spool", "flush", *up).returncode == 0
 
-    (tmp_path / "hooks.py").write_text(HOOKS)
-    settings = tmp_path / "settings.json"
-    settings.write_text(
-        json.dumps(
-            {
-                "hooks": {
-                    "PreToolUse": [
-                        {
-                            "matcher": "*",
-                            "hooks": [{"type": "python", "callable": "hooks.py:guard"}],
-                        }
-                    ]
-                }
-            }
-        )
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "hookaudit", "worker", *up, "--settings", f"project:{settings}"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    worker = start_worker(tmp_path, up)
     try:
         deadline = time.monotonic() + 60
         while len(list(iter_outcomes(data))) < 5:
@@ -266,28 +260,7 @@ async def test_a_lost_puback_still_records_the_fallback_the_agent_got(
         )
         _, f_err = await flushed.communicate()
         assert flushed.returncode == 0, f_err
-        (tmp_path / "hooks.py").write_text(HOOKS)
-        settings = tmp_path / "settings.json"
-        settings.write_text(
-            json.dumps(
-                {
-                    "hooks": {
-                        "PreToolUse": [
-                            {
-                                "matcher": "*",
-                                "hooks": [{"type": "python", "callable": "hooks.py:guard"}],
-                            }
-                        ]
-                    }
-                }
-            )
-        )
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "hookaudit", "worker", *up, "--settings", f"project:{settings}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=REPO,
-        )
+        worker = start_worker(tmp_path, up)
         try:
             deadline = time.monotonic() + 60
             while len(list(iter_outcomes(data))) < 2:

@@ -22,7 +22,9 @@ class _Rows:
         yield list(self.rows)
 
     def arrow(self) -> Any:
-        raise NotImplementedError
+        import pyarrow as pa
+
+        return pa.table({name: [r[i] for r in self.rows] for i, (name, _) in enumerate(self.columns)})
 
 
 DENIED = _Rows(
