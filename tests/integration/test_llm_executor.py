@@ -26,14 +26,9 @@ import pytest
 
 from engine.effects import Invocation, RawResult
 from engine.executors.agent_tools import Sandbox
-from engine.executors.llm import (
-    AnthropicProvider,
-    LlmExecutor,
-    OpenAIProvider,
-    provider_from_env,
-    split_arguments,
-    substitute_arguments,
-)
+from engine.executors.llm import LlmExecutor
+from engine.executors.llm_providers import AnthropicProvider, OpenAIProvider, provider_from_env
+from engine.executors.prompt_args import split_arguments, substitute_arguments
 from engine.records import HookIdentity, new_event
 from engine.run import Engine
 from engine.settings import AgentHook, PromptHook, parse_settings
