@@ -11,8 +11,8 @@ Rules of this file (those of `engine.verdict`, which re-exports it):
 - Posture only changes PreToolUse: `enforcing` denies when a hook reached no verdict.
 
 Example:
-    >>> from engine.decode import HookVerdict, _example_invocation
-    >>> a = _example_invocation("PreToolUse", {"tool_name": "Bash"})
+    >>> from engine.hook_verdict import HookVerdict, example_invocation
+    >>> a = example_invocation("PreToolUse", {"tool_name": "Bash"})
     >>> d = aggregate("PreToolUse", a.payload, [(a, HookVerdict("allow", permission_decision="allow"))])
     >>> d.blocked, d.decision
     (False, 'allow')
@@ -25,9 +25,10 @@ from typing import Any
 
 import msgspec
 
-from engine.decode import HookVerdict, Posture, Profile, hook_label
 from engine.effects import Invocation
-from engine.hook_json import BLOCKED_BY_HOOK
+from engine.hook_json import BLOCKED_BY_HOOK, Profile
+from engine.hook_verdict import HookVerdict, hook_label
+from engine.records import Posture
 
 __all__ = ["NO_VERDICT_KINDS", "RULES", "Decision", "aggregate"]
 
@@ -154,8 +155,8 @@ def aggregate(
     the union for watchPaths, the most restrictive Elicitation action.
 
     Example (case 16: one hook allows, another exits 2):
-        >>> from engine.decode import HookVerdict, _example_invocation
-        >>> a = _example_invocation("PreToolUse", {"tool_name": "Bash"})
+        >>> from engine.hook_verdict import HookVerdict, example_invocation
+        >>> a = example_invocation("PreToolUse", {"tool_name": "Bash"})
         >>> b = Invocation(**{**{s: getattr(a, s) for s in a.__slots__}, "index": 1})
         >>> d = aggregate("PreToolUse", a.payload, [
         ...     (b, HookVerdict("deny", blocking=True, permission_decision="deny", message="no")),

@@ -25,8 +25,8 @@ from typing import Any
 import msgspec
 
 from engine import match
-from engine.decode import _NOOP
 from engine.effects import RawResult, RunHooks
+from engine.hook_verdict import NOOP
 from engine.plan import Plan, plan
 from engine.records import HookRun, Posture, Profile
 from engine.sources import Effective
@@ -92,7 +92,7 @@ def finish(
         v = decode(inv, raw, profile=profile)
         verdicts.append(v)
         runs.append(to_hook_run(inv, raw, v))
-        silent = silent and v is _NOOP
+        silent = silent and v is NOOP
     if silent and event != "WorktreeCreate":
         # Every hook stayed silent: the decision is the one with no hooks at all
         # (WorktreeCreate excepted: hooks that give no path fail creation).

@@ -181,7 +181,7 @@ class HookRun(msgspec.Struct, frozen=True, gc=False):
     The raw observations (exit code, stdout, stderr, HTTP status, model answer) are
     kept so that replay can decode them again under another engine version.
 
-    Not keyword-only, unlike the other records: `engine.decode.to_hook_run` builds one
+    Not keyword-only, unlike the other records: `engine.hook_verdict.to_hook_run` builds one
     per hook per event positionally, five times faster than with 17 keywords.
 
     Untracked by the garbage collector (``gc=False``): one is made per event, and it

@@ -1,6 +1,7 @@
 """Read hooks' answers and combine them: the pure core between executors and the flow.
 
-Rules of this file, and of `decode`, `hook_json` and `aggregate` behind it:
+Rules of this file, and of `decode`, `decode_llm`, `hook_verdict`, `hook_json` and
+`aggregate` behind it:
 
 1. Pure. Data in, data out: no I/O, no clock, no randomness, no logging, no callbacks
    into the caller. The same inputs always give the same verdicts and decision, which
@@ -26,8 +27,8 @@ Rules of this file, and of `decode`, `hook_json` and `aggregate` behind it:
 
 Example:
     >>> from engine.effects import RawResult
-    >>> from engine.decode import _example_invocation
-    >>> inv = _example_invocation("PreToolUse", {"tool_name": "Bash"})
+    >>> from engine.hook_verdict import example_invocation
+    >>> inv = example_invocation("PreToolUse", {"tool_name": "Bash"})
     >>> v = decode(inv, RawResult(exit_code=0, stdout='{"decision": "block", "reason": "r"}'))
     >>> d = aggregate("PreToolUse", inv.payload, [(inv, v)])
     >>> d.blocked, d.decision, d.reason
@@ -37,16 +38,8 @@ Example:
 from __future__ import annotations
 
 from engine.aggregate import Decision, aggregate
-from engine.decode import (
-    STRING_CAP,
-    HookVerdict,
-    Posture,
-    Profile,
-    VerdictOutcome,
-    decode,
-    hook_label,
-    to_hook_run,
-)
+from engine.decode import STRING_CAP, Posture, Profile, decode
+from engine.hook_verdict import HookVerdict, VerdictOutcome, hook_label, to_hook_run
 
 __all__ = [
     "STRING_CAP",

@@ -16,9 +16,9 @@ Rules of this file:
   never executed an unchanged hook.
 
 Example:
-    >>> from engine.decode import _example_invocation
+    >>> from engine.hook_verdict import example_invocation
     >>> from engine.records import HookRun
-    >>> inv = _example_invocation("PreToolUse", {"tool_name": "Bash"})
+    >>> inv = example_invocation("PreToolUse", {"tool_name": "Bash"})
     >>> run = HookRun(hook=inv.identity, hook_id=inv.identity.key(), outcome="deny",
     ...     exit_code=2, stderr="no", message="no", decision="deny")
     >>> rec = RecordedExecutor([run])
@@ -86,8 +86,8 @@ def to_raw(run: HookRun, inv: Invocation, *, profile: Profile = "current") -> Ra
     then the executor's ``error``) or an answer the decoder rejected (a non-zero exit,
     a schema error): decoding the observations tells which.
 
-    >>> from engine.decode import _example_invocation
-    >>> inv = _example_invocation("PreToolUse", {"tool_name": "Bash"})
+    >>> from engine.hook_verdict import example_invocation
+    >>> inv = example_invocation("PreToolUse", {"tool_name": "Bash"})
     >>> run = HookRun(hook=inv.identity, hook_id=inv.identity.key(), outcome="error",
     ...     error_kind="timeout", message="timed out after 1 s")
     >>> to_raw(run, inv).error_kind

@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from engine.aggregate import Decision, aggregate
-from engine.decode import HookVerdict, Profile, decode, to_hook_run
+from engine.decode import Profile, decode
 from engine.effects import Invocation, RawResult
+from engine.hook_verdict import HookVerdict, to_hook_run
 from engine.records import HookIdentity
 from engine.settings import AgentHook, CommandHook, PromptHook
 

@@ -10,8 +10,9 @@ from typing import Any
 
 from engine.aggregate import RULES, aggregate
 from engine.claude_output import decision_of, render_claude
-from engine.decode import HookVerdict, decode, to_hook_run
+from engine.decode import decode
 from engine.effects import Invocation, RawResult
+from engine.hook_verdict import HookVerdict, to_hook_run
 from engine.records import HookIdentity, Outcome, new_event
 
 

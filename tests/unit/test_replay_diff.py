@@ -12,9 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.aggregate import Decision
-from engine.decode import decode, to_hook_run
+from engine.decode import decode
 from engine.effects import Invocation, RawResult
 from engine.events import CATALOG
+from engine.hook_verdict import to_hook_run
 from engine.records import HookIdentity, HookRun
 from engine.settings import AgentHook, CommandHook, HttpHook, PromptHook
 from replay.diff import ENGINE_HOOK, Change, attribute, compare, decision_class

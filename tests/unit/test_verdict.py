@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from engine.aggregate import Decision, aggregate
 from engine.claude_output import render_claude
-from engine.decode import STRING_CAP, HookVerdict, Posture, Profile, decode, to_hook_run
+from engine.decode import STRING_CAP, Posture, Profile, decode
 from engine.effects import Invocation, RawResult
 from engine.events import CATALOG
+from engine.hook_verdict import HookVerdict, to_hook_run
 from engine.records import HookIdentity, encode_json
 from engine.settings import CommandHook, PromptHook
 
