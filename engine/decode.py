@@ -6,7 +6,8 @@ Rules of this file (those of `engine.verdict`, which re-exports it):
 - Never raises on hostile hook output. Whatever a hook printed, returned or exited
   with ends as a value: a verdict with ``outcome="error"`` and an ``error_kind``, or
   plain text. Exceptions are only for bugs in the engine.
-- Executors never interpret; this file (with `engine.hook_json` for the JSON object and
+- Executors never interpret; this file (with `engine.hook_text` and `engine.hook_json` for the
+  JSON object and
   `engine.decode_llm` for model verdicts) is the one place that reads exit codes,
   stdout, HTTP bodies, model verdicts and python return values.
 - Every verdict is built by `engine.hook_verdict` (`build_verdict`, `from_read`), which
@@ -34,17 +35,19 @@ from engine.effects import Invocation, RawResult
 from engine.events import CATALOG, EventSpec
 from engine.hook_json import (
     EXIT2_IGNORES_HSO,
-    STRING_CAP,
-    Obj,
     ObjectRead,
-    Plain,
     Profile,
     SchemaError,
     can_block,
+    read_object,
+)
+from engine.hook_text import (
+    STRING_CAP,
+    Obj,
+    Plain,
     cap,
     first_line_async,
     is_async_form,
-    read_object,
     read_text,
 )
 from engine.hook_verdict import (

@@ -22,7 +22,8 @@ from typing import Any
 
 from engine.effects import Invocation, RawResult
 from engine.events import EventSpec
-from engine.hook_json import BLOCKED_BY_HOOK, Obj, Profile, can_block, read_text, short
+from engine.hook_json import BLOCKED_BY_HOOK, Profile, can_block, short
+from engine.hook_text import Obj, read_text
 from engine.hook_verdict import HookVerdict, build_verdict, error_verdict
 
 __all__ = ["decode_llm"]

@@ -1,63 +1,53 @@
-"""The hook JSON output object: parse it as JS would, validate it, read what an event honours.
+"""The hook JSON output object: validate it, read what an event honours.
 
-Spec §3.1 (reading stdout), §3.2 (universal fields), §3.3 (old and new decision
-forms), §3.4 (hookSpecificOutput details). `engine.decode` applies exit codes and hook
-types on top of this.
+Spec §3.2 (universal fields), §3.3 (old and new decision forms), §3.4
+(hookSpecificOutput details). `engine.hook_text` parses the text into an object;
+`engine.decode` applies exit codes and hook types on top of this.
 
 Rules of this file (those of `engine.verdict`):
-- Pure, and never raises on hostile input: an unparseable text is `Plain`, an object
-  of the wrong shape is a `SchemaError` value.
-- Parsing follows JS ``JSON.parse``: NaN and Infinity are invalid, huge numbers become
-  floats, duplicate keys keep the last value, ``"\\ud800"`` escapes are accepted. The
-  result is always encodable by msgspec (lone surrogates become U+FFFD).
+- Pure, and never raises on hostile input: an object of the wrong shape is a
+  `SchemaError` value.
 - JSON ``null`` reads as "not given" for every optional field. Claude Code's schema
   would reject it and fail open; a gate should not open on a null.
 - What an event reads comes from the catalog; what it discards of the universal
   fields is the `_DISCARD_*` tables below.
 
 Example:
-    >>> read_text('Shell ready {"decision": "block"}')
-    Plain(text='Shell ready {"decision": "block"}')
-    >>> read_text('{"continue": false}')
-    Obj(obj={'continue': False})
+    >>> from engine.events import CATALOG
+    >>> from engine.hook_verdict import example_invocation
+    >>> inv = example_invocation("PreToolUse", {"tool_name": "Bash"})
+    >>> read = read_object({"decision": "block", "reason": "r"}, CATALOG["PreToolUse"], inv,
+    ...                    "current")
+    >>> read.block, read.reason
+    (True, 'r')
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from engine.effects import Invocation
 from engine.events import EventSpec
+from engine.hook_text import cap
 from engine.records import Profile
 
 __all__ = [
     "BLOCKED_BY_HOOK",
     "EXIT2_IGNORES_HSO",
     "PERMISSION_DENIED",
-    "STRING_CAP",
-    "Obj",
     "ObjectRead",
-    "Plain",
     "Profile",
     "SchemaError",
     "can_block",
-    "cap",
-    "first_line_async",
-    "fix_str",
-    "is_async_form",
     "read_object",
-    "read_text",
-    "sanitize",
     "short",
 ]
 
 
-STRING_CAP = 10_000
 BLOCKED_BY_HOOK = "Blocked by hook"
 PERMISSION_DENIED = "Permission denied by hook"  # a PermissionRequest deny without `message`
 
@@ -123,101 +113,6 @@ _TOP_TYPES: dict[str, tuple[type, ...]] = {
 }
 # OSC 0/1/2/9/99/777 ended by BEL or ST, or a bare BEL (spec §3.2).
 _TERMINAL_SEQ = re.compile(r"(?:\x1b\](?:0|1|2|9|99|777);[^\x07\x1b]*(?:\x07|\x1b\\)|\x07)+")
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-@dataclass(frozen=True, slots=True)
-class Plain:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Obj:
-    obj: dict[str, Any]
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"invalid JSON constant {name}")  # JS JSON.parse has no NaN/Infinity
-
-
-def _js_int(text: str) -> int | float:
-    # JS reads every number as a double; Python refuses ints over 4300 digits.
-    return int(text) if len(text) <= 4000 else float(text)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def fix_str(s: str) -> str:
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", s)  # same length, so caps stay exact
-    return s
-
-
-def sanitize(root: Any) -> Any:
-    """Replace lone surrogates (legal in JS strings, not in UTF-8); iterative, any depth."""
-    top: list[Any] = [root]
-    stack: list[tuple[Any, Any, Any]] = [(top, 0, root)]
-    while stack:
-        parent, key, value = stack.pop()
-        if isinstance(value, str):
-            parent[key] = fix_str(value)
-        elif isinstance(value, dict):
-            fixed = {fix_str(k): v for k, v in value.items()}
-            parent[key] = fixed
-            stack.extend((fixed, k, v) for k, v in fixed.items())
-        elif isinstance(value, list):
-            stack.extend((value, i, v) for i, v in enumerate(value))
-    return top[0]
-
-
-def _parse_json(text: str) -> Any:
-    """Parse like JS ``JSON.parse``; raises ValueError when it would throw."""
-    try:
-        return msgspec.json.decode(text)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeError, RecursionError):
-        pass  # out-of-range numbers, surrogate escapes: retry with the lenient reader
-    try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_int=_js_int)
-        return sanitize(value)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise ValueError(str(exc)) from None
-
-
-def read_text(text: str) -> Plain | Obj:
-    """Spec §3.1: trimmed text not starting with ``{``, or invalid JSON, is plain text."""
-    trimmed = text.strip()
-    if not trimmed.startswith("{"):
-        return Plain(trimmed)
-    try:
-        value = _parse_json(trimmed)
-    except ValueError:
-        return Plain(trimmed)
-    return Obj(value) if isinstance(value, dict) else Plain(trimmed)
-
-
-def is_async_form(obj: dict[str, Any]) -> bool:
-    """The async form of the output union (§3.1.3); it wins over every other field."""
-    return obj.get("async") is True
-
-
-def first_line_async(stdout: str) -> bool:
-    """Self-declared async (§6.4): the first line alone is ``{"async": true, …}``.
-
-    >>> first_line_async('{"async": true}' + chr(10) + '{"systemMessage": "later"}')
-    True
-    """
-    text = stdout.lstrip()
-    end = text.find("\n")
-    first = (text if end < 0 else text[:end]).strip()
-    if not first.startswith("{") or "}" not in first:
-        return False
-    read = read_text(first)
-    return isinstance(read, Obj) and is_async_form(read.obj)
 
 
 # --------------------------------------------------------------------------- the sync object
@@ -474,11 +369,3 @@ def short(value: Any) -> str:
         else _json_type(value)
     )
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def cap(text: str) -> tuple[str, bool]:
-    """Spec §3.1.5: a string over STRING_CAP characters becomes a marked preview."""
-    if len(text) <= STRING_CAP:
-        return text, False
-    marker = f"\n[hookaudit: truncated {len(text)} characters to {STRING_CAP}]"
-    return text[: STRING_CAP - len(marker)] + marker, True

@@ -22,7 +22,8 @@ import msgspec
 
 from engine.effects import Invocation, RawResult
 from engine.events import EventSpec
-from engine.hook_json import BLOCKED_BY_HOOK, ObjectRead, cap, fix_str
+from engine.hook_json import BLOCKED_BY_HOOK, ObjectRead
+from engine.hook_text import cap, fix_str
 from engine.records import HookIdentity, HookRun
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Read hooks' answers and combine them: the pure core between executors and the flow.
 
-Rules of this file, and of `decode`, `decode_llm`, `hook_verdict`, `hook_json` and
-`aggregate` behind it:
+Rules of this file, and of `decode`, `decode_llm`, `hook_verdict`, `hook_text`,
+`hook_json` and `aggregate` behind it:
 
 1. Pure. Data in, data out: no I/O, no clock, no randomness, no logging, no callbacks
    into the caller. The same inputs always give the same verdicts and decision, which
