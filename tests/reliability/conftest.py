@@ -3,6 +3,9 @@
 The shipped node configs are the templates: the test swaps only what must differ on one
 machine (ports, the route addresses, the store and certificate directories), so a change to
 infra/ is a change to what these tests run. Certificates come from the shipped gen-certs.sh.
+With ``accounts=True`` (the fault tests) the nodes keep their ``include "users.conf"`` and
+get the role accounts of `ingest.natsauth` (one fresh nkey per role, as
+``hookaudit nats keys`` writes them): no anonymous client, each client with its role's seed.
 Every node is started by the test and stopped by PID.
 """
 
@@ -22,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from ingest.embedded import find_nats_server
+from ingest.natsauth import Role, authorization_block, ensure_keys_in
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "infra" / "nats" / "cluster"
@@ -81,10 +85,16 @@ class Node:
 class Cluster:
     nodes: list[Node]
     tls: Path
+    auth: Path | None = None  # the role seeds (<role>.nk), None for an open cluster
     ca: Path = field(init=False)
 
     def __post_init__(self) -> None:
         self.ca = self.tls / "ca.pem"
+
+    def seed(self, role: Role) -> str:
+        """The nkey seed file of `role` (a cluster with accounts only)."""
+        assert self.auth is not None, "this cluster runs without accounts"
+        return str(self.auth / f"{role}.nk")
 
     @property
     def urls(self) -> str:
@@ -99,12 +109,15 @@ class Cluster:
             time.sleep(0.2)
 
 
-def node_config(template: str, *, tls: Path, store: Path, nodes: list[Node], me: Node) -> str:
-    """The shipped node config with this machine's ports, paths and route addresses."""
+def node_config(
+    template: str, *, tls: Path, store: Path, nodes: list[Node], me: Node, accounts: bool = True
+) -> str:
+    """The shipped node config with this machine's ports, paths and route addresses
+    (without its ``include "users.conf"`` when not `accounts`: an open cluster, TLS only)."""
     conf = template.replace("/etc/hookaudit/nats/tls", str(tls))
-    # without the role accounts: these tests are about faults, not roles (an open cluster,
-    # TLS only); tests/integration/test_infra_nats.py checks the configs with them
-    conf = conf.replace('include "users.conf"', "")
+    if not accounts:
+        conf = conf.replace('include "users.conf"', "")
+    assert accounts == ('include "users.conf"' in conf), "the node configs include users.conf"
     conf = conf.replace("/var/lib/hookaudit/nats", str(store))
     conf = conf.replace("listen: 0.0.0.0:4222", f"listen: 127.0.0.1:{me.client_port}")
     conf = conf.replace("listen: 0.0.0.0:6222", f"listen: 127.0.0.1:{me.route_port}")
@@ -116,8 +129,14 @@ def node_config(template: str, *, tls: Path, store: Path, nodes: list[Node], me:
 
 
 @contextlib.contextmanager
-def run_cluster(tmp: Path) -> Iterator[Cluster]:
+def run_cluster(tmp: Path, *, accounts: bool = False) -> Iterator[Cluster]:
+    """Three nodes from the shipped configs; `accounts`: with the role accounts (users.conf
+    beside the node configs, where their ``include`` finds it; the seeds in ``tmp/auth``)."""
     tls = tmp / "tls"
+    auth: Path | None = None
+    if accounts:
+        auth = tmp / "auth"
+        (tmp / "users.conf").write_text(authorization_block(ensure_keys_in(auth)))
     subprocess.run(
         [str(CLUSTER / "gen-certs.sh"), str(tls), "nats-1", "nats-2", "nats-3"],
         check=True,
@@ -137,8 +156,10 @@ def run_cluster(tmp: Path) -> Iterator[Cluster]:
     for i, node in enumerate(nodes, start=1):
         template = (CLUSTER / f"node{i}.conf").read_text()
         store = tmp / f"store{i}"
-        node.conf.write_text(node_config(template, tls=tls, store=store, nodes=nodes, me=node))
-    cluster = Cluster(nodes, tls)
+        node.conf.write_text(
+            node_config(template, tls=tls, store=store, nodes=nodes, me=node, accounts=accounts)
+        )
+    cluster = Cluster(nodes, tls, auth)
     try:
         for node in nodes:
             node.start()
@@ -151,6 +172,7 @@ def run_cluster(tmp: Path) -> Iterator[Cluster]:
 
 @pytest.fixture
 def nats_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """Three JetStream nodes (TLS on clients and routes) from infra/nats/cluster/."""
-    with run_cluster(tmp_path / "cluster") as cluster:
+    """Three JetStream nodes from infra/nats/cluster/: TLS on clients and routes, the role
+    accounts (`Cluster.seed(role)`)."""
+    with run_cluster(tmp_path / "cluster", accounts=True) as cluster:
         yield cluster

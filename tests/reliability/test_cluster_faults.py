@@ -1,8 +1,11 @@
-"""Faults on a 3-node JetStream cluster (R3 streams, TLS): a node killed during ingest.
+"""Faults on a 3-node JetStream cluster (R3 streams, TLS, the role accounts): a node killed
+during ingest.
 
 The claim: every event JetStream acknowledged to a publisher reaches the log exactly once,
-whatever node dies while events flow, with a worker connected through the node list. Each
-test prints sent / logged / duplicated / lost.
+whatever node dies while events flow, with a worker connected through the node list. Every
+client holds its own role's key, as deployed: events are published with the emitter's, the
+streams provisioned and consumed with the worker's, the consumer inspected with the
+analyst's. Each test prints sent / logged / duplicated / lost.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import nats.errors
 import pytest
 
 from engine.records import encode_msgpack, new_event
@@ -27,6 +31,9 @@ from ingest.protocol import MSG_ID
 
 if TYPE_CHECKING:
     from conftest import Cluster
+    from nats.aio.client import Client
+
+    from ingest.natsauth import Role
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -85,24 +92,45 @@ def _stream_leader(cluster: Cluster, info: object) -> str:
     return str(info.cluster.leader)  # type: ignore[attr-defined]
 
 
+async def _connect(cluster: Cluster, role: Role) -> Client:
+    return await ha_nats.connect(
+        cluster.urls, tls_ca=str(cluster.ca), nkey_seed=cluster.seed(role), name=f"fault-{role}"
+    )
+
+
+async def _roles_are_enforced(cluster: Cluster) -> None:
+    """The cluster runs the accounts: no anonymous client; the emitter may not read a stream."""
+    with pytest.raises(ha_nats.Unavailable, match="authorization violation"):
+        await ha_nats.connect(cluster.urls, tls_ca=str(cluster.ca), name="anonymous")
+    nc = await _connect(cluster, "emitter")
+    try:
+        with pytest.raises(nats.errors.Error):  # no responders: the API subject is denied
+            await nc.jetstream(timeout=5).stream_info(ha_nats.names("").events_stream)
+    finally:
+        await nc.close()
+
+
 async def test_kill_one_node_of_three_during_ingest(nats_cluster: Cluster, tmp_path: Path) -> None:
     cluster = nats_cluster
-    nc = await ha_nats.connect(cluster.urls, tls_ca=str(cluster.ca), name="fault-test")
-    js = nc.jetstream()
+    await _roles_are_enforced(cluster)
+    wc = await _connect(cluster, "worker")  # provisions, as `hookaudit worker` does
     # As the worker does: a freshly formed cluster on a loaded machine may take longer than
     # one API timeout to place three R3 streams (seen at a load average of 20).
     deadline = time.monotonic() + 60
     while True:
         try:
-            await ha_nats.provision(js, replicas=3)
+            await ha_nats.provision(wc.jetstream(), replicas=3)
             break
         except ha_nats.Unavailable:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(1.0)
-    info = await js.stream_info(ha_nats.names("").events_stream)
+    info = await wc.jetstream().stream_info(ha_nats.names("").events_stream)
+    await wc.close()
     assert info.config.num_replicas == 3
     leader = _stream_leader(cluster, info)
+    nc = await _connect(cluster, "emitter")
+    js = nc.jetstream()
 
     data = tmp_path / "data"
     worker_log = (tmp_path / "worker.log").open("ab")
@@ -119,6 +147,8 @@ async def test_kill_one_node_of_three_during_ingest(nats_cluster: Cluster, tmp_p
             cluster.urls,
             "--tls-ca",
             str(cluster.ca),
+            "--nkey",
+            cluster.seed("worker"),
             "--settings",
             f"project:{POLICY}",
             "--name",
@@ -171,7 +201,9 @@ async def test_kill_one_node_of_three_during_ingest(nats_cluster: Cluster, tmp_p
             await asyncio.sleep(1.0)
         if not want <= seen.keys():
             try:
-                ci = await js.consumer_info(ha_nats.names("").events_stream, "workers")
+                ac = await _connect(cluster, "analyst")
+                ci = await ac.jetstream().consumer_info(ha_nats.names("").events_stream, "workers")
+                await ac.close()
                 print(
                     f"\nconsumer after stall: leader {ci.cluster.leader if ci.cluster else None}, "
                     f"pending {ci.num_pending}, ack pending {ci.num_ack_pending}, "
