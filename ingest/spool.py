@@ -15,10 +15,13 @@ commands, file contents and prompts)::
     batch-<uuid7>.jsonl    events.jsonl renamed by a flush; deleted once every line is acked
     batch-<uuid7>.jsonl.offset   bytes of that batch already acked (a flush resumes there)
     rejects.jsonl          lines that failed to decode or can never be published, with why
+    rejects-<uuid7>.jsonl  the same, written aside while ``lock`` was busy
     lock                   flock: held to append to events.jsonl or rename it (milliseconds)
     flush.lock             flock: held for a whole flush, so flushes never run side by side
 
-An appender writes a line, flushes and fsyncs while holding ``lock``. A flush renames
+An appender writes a line, flushes and fsyncs while holding ``lock``; when ``lock`` stays
+busy for `APPEND_LOCK_WAIT` it writes its line as a batch of its own instead (a ``.part``
+file, fsynced, renamed), so a held lock delays an event but never loses it. A flush renames
 ``events.jsonl`` to a batch under ``lock`` (so appenders never write into a batch),
 then publishes the batch without blocking appenders, checkpointing the acked offset.
 A writer that crashed mid-line leaves an unterminated fragment; the next appender
@@ -62,6 +65,7 @@ __all__ = [
 
 EVENTS = "events.jsonl"
 REJECTS = "rejects.jsonl"
+_REJECTS_PREFIX = "rejects-"
 _BATCH_PREFIX = "batch-"
 _BATCH_SUFFIX = ".jsonl"
 _OFFSET_SUFFIX = ".offset"
@@ -72,8 +76,9 @@ WINDOW = 256
 #: re-sends little; a checkpoint costs one small file write and a rename.
 CHECKPOINT_EVERY = 1.0
 CHECKPOINT_EVENTS = 2048
-#: How long an appender waits for the append lock before giving up (never hang).
-APPEND_LOCK_WAIT = 5.0
+#: How long an appender waits for the append lock before it writes its line to a file
+#: of its own instead (never hang, never drop the event).
+APPEND_LOCK_WAIT = 1.0
 
 
 class Sent(msgspec.Struct, frozen=True, kw_only=True):
@@ -164,9 +169,12 @@ class Spool:
         try:
             self._ensure_dir()
             with self._lock("lock", wait=APPEND_LOCK_WAIT) as got:
-                if not got:
-                    raise Unavailable(f"{self.dir / 'lock'}: spool locked for {APPEND_LOCK_WAIT}s")
-                _append_durably(self.events_path, line, self.dir)
+                if got:
+                    _append_durably(self.events_path, line, self.dir)
+                    return
+            # The lock stayed busy (a hung appender, a flush on a slow disk, a neighbour
+            # holding it): the event becomes a batch of its own, which needs no lock.
+            _write_aside(self.dir, f"{_BATCH_PREFIX}{uuid7()}{_BATCH_SUFFIX}", line)
         except OSError as e:
             raise Unavailable(f"{self.events_path}: cannot spool event: {e.strerror or e}") from e
 
@@ -188,9 +196,10 @@ class Spool:
         try:
             self._ensure_dir()
             with self._lock("lock", wait=APPEND_LOCK_WAIT) as got:
-                if not got:
-                    raise Unavailable(f"{self.dir / 'lock'}: spool locked for {APPEND_LOCK_WAIT}s")
-                _append_durably(self.rejects_path, data, self.dir)
+                if got:
+                    _append_durably(self.rejects_path, data, self.dir)
+                    return
+            _write_aside(self.dir, f"{_REJECTS_PREFIX}{uuid7()}{_BATCH_SUFFIX}", data)
         except OSError as e:
             raise Unavailable(f"{self.rejects_path}: cannot keep rejected line: {e}") from e
 
@@ -212,10 +221,10 @@ class Spool:
                 continue  # a flush finished it while we looked
             if n:
                 events, size, files = events + n, size + b, files + 1
-        try:
-            lines, _ = _count_lines(self.rejects_path, 0)
-        except FileNotFoundError:
-            lines = 0
+        lines = 0
+        for path in self._reject_files():
+            with contextlib.suppress(FileNotFoundError):
+                lines += _count_lines(path, 0)[0]
         from ingest.rejects import count
 
         inputs = count(self.dir.parent)  # refused input kept under <data-dir>/rejects/
@@ -228,33 +237,19 @@ class Spool:
             >>> Spool(Path("/nonexistent")).rejected_lines()
             []
         """
-        import hashlib
-        import json
-
         out: list[dict[str, object]] = []
+        for path in self._reject_files():
+            out += _rejected_lines(path)
+        return out
+
+    def _reject_files(self) -> list[Path]:
+        """rejects.jsonl, then the rejects written aside while the lock was busy."""
         try:
-            with open(self.rejects_path, "rb") as f:
-                for line in _lines(f):
-                    try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        rec = {"reason": "unreadable reject line"}
-                    body = str(rec.get("line", "")).encode() if isinstance(rec, dict) else b""
-                    out.append(
-                        {
-                            "ts": rec.get("ts", "") if isinstance(rec, dict) else "",
-                            "stage": "spool",
-                            "reason": rec.get("reason", "") if isinstance(rec, dict) else "",
-                            "size": len(body),
-                            "sha256": hashlib.sha256(body).hexdigest(),
-                            "path": f"{self.rejects_path}:{rec.get('offset', '')}"
-                            if isinstance(rec, dict)
-                            else str(self.rejects_path),
-                        }
-                    )
+            names = os.listdir(self.dir)
         except FileNotFoundError:
             return []
-        return out
+        aside = sorted(n for n in names if n.startswith(_REJECTS_PREFIX))
+        return [self.dir / n for n in ([REJECTS] if REJECTS in names else []) + aside]
 
     # -- flushing ----------------------------------------------------------------------
 
@@ -498,6 +493,55 @@ def _append_durably(path: Path, data: bytes, directory: Path) -> None:
         os.close(fd)
     if size == 0:
         _fsync_dir(directory)  # the file may be new: make its name durable too
+
+
+def _rejected_lines(path: Path) -> list[dict[str, object]]:
+    import hashlib
+    import json
+
+    out: list[dict[str, object]] = []
+    try:
+        with open(path, "rb") as f:
+            for line in _lines(f):
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    rec = {"reason": "unreadable reject line"}
+                if not isinstance(rec, dict):
+                    rec = {"reason": "unreadable reject line"}
+                body = str(rec.get("line", "")).encode()
+                out.append(
+                    {
+                        "ts": rec.get("ts", ""),
+                        "stage": "spool",
+                        "reason": rec.get("reason", ""),
+                        "size": len(body),
+                        "sha256": hashlib.sha256(body).hexdigest(),
+                        "path": f"{path}:{rec.get('offset', '')}",
+                    }
+                )
+    except FileNotFoundError:
+        return []
+    return out
+
+
+def _write_aside(directory: Path, name: str, data: bytes) -> None:
+    """Write `data` as a new file `name`, whole or not at all, without the append lock.
+
+    The data goes to a ``.part`` file first (a flush's cleanup leaves those alone), is
+    fsynced, then renamed: a flush sees the file complete or not at all.
+    """
+    part = directory / f".{name}.part"
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(part, directory / name)
+    _fsync_dir(directory)
 
 
 def _fsync_dir(directory: Path) -> None:

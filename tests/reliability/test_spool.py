@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -151,8 +152,12 @@ async def test_sigkill_nats_server_while_emitting_loses_and_duplicates_nothing(
         if _gone(nats_server.pid):
             nats_server.start()
 
-    assert all((p.code, p.stdout) == (0, "") for p in results.values()), [
-        (i, p.stderr) for i, p in results.items() if p.code or p.stdout
+    # Observe mode is silent when NATS is merely down; anything on stderr (an event
+    # "lost" because the spool was busy, say) is a failure here, with its message.
+    assert all((p.code, p.stdout, p.stderr) == (0, "", "") for p in results.values()), [
+        (i, p.code, p.stdout, p.stderr)
+        for i, p in results.items()
+        if p.code or p.stdout or p.stderr
     ]
     assert spooled_while_down > 0  # the kill did hit; the emits after the restart
     # flushed some or all of the spool before publishing their own event.
@@ -266,3 +271,118 @@ async def test_appends_racing_flushes_lose_nothing(
     assert len(counts) == per_thread * threads
     assert set(counts.values()) == {1}
     assert spool.status().events == 0
+
+
+def _hold_flock(path: Path) -> subprocess.Popen[bytes]:
+    """Another process holding `path`'s flock (a hung appender, or a hostile neighbour)."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(120)\n",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    return holder
+
+
+async def test_an_event_is_spooled_even_while_another_process_holds_the_spool_lock(
+    tmp_path: Path,
+) -> None:
+    # The append lock is held for longer than an appender waits for it (a hung appender,
+    # a flush stuck on a slow disk, or a neighbour holding it on purpose) while NATS is
+    # down: the event must still reach the spool, never be reported "lost" and dropped.
+    from ingest.spool import APPEND_LOCK_WAIT
+
+    spool = Spool(tmp_path)
+    spool.dir.mkdir(mode=0o700)
+    down = f"nats://127.0.0.1:{_free_port()}"
+    args = ["--data-dir", str(tmp_path), "--nats", down]
+    holder = _hold_flock(spool.dir / "lock")
+    try:
+        observed = await run(
+            "emit", *args, stdin=json.dumps({"hook_event_name": "Stop", "session_id": "o"}).encode()
+        )
+        waiting = await run(
+            "emit",
+            *args,
+            "--wait",
+            "--fail",
+            "closed",
+            stdin=json.dumps(
+                {
+                    "hook_event_name": "PreToolUse",
+                    "session_id": "w",
+                    "tool_name": "Bash",
+                    "tool_input": {"command": "ls"},
+                }
+            ).encode(),
+        )
+        held_for = APPEND_LOCK_WAIT
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    print(f"spool lock held > {held_for}s: observe exit {observed.code}, wait exit {waiting.code}")
+    assert (observed.code, observed.stdout, observed.stderr) == (0, "", "")
+    assert waiting.code == 0 and '"permissionDecision":"deny"' in waiting.stdout
+    assert "lost" not in waiting.stderr
+    assert spool.status().events == 2
+    assert _spooled_sessions(spool) == ["o", "w"]
+
+
+def _spooled_sessions(spool: Spool) -> list[str | None]:
+    from engine.records import decode_event_json
+
+    out = []
+    for path in spool.dir.iterdir():
+        if path.suffix == ".jsonl" and not path.name.startswith("rejects"):
+            out += [decode_event_json(line).session_id for line in path.read_bytes().splitlines()]
+    return sorted(out)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_lines_written_aside_are_counted_listed_and_flushed(
+    nats_server: NatsServer, names: Names, tmp_path: Path
+) -> None:
+    from ingest.emit import Publisher, Target
+
+    spool = Spool(tmp_path)
+    spool.append(new_event({"hook_event_name": "Stop", "session_id": "before"}))
+    holder = _hold_flock(spool.dir / "lock")
+    try:
+        spool.append(new_event({"hook_event_name": "Stop", "session_id": "aside"}))
+        spool.reject(b"not json\n", "test reject", source="test")
+        st = spool.status()
+        assert (st.events, st.rejected_lines) == (2, 1)
+        [rejected] = spool.rejected_lines()
+        assert rejected["reason"] == "test reject" and rejected["size"] == len(b"not json")
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    nc = await ha_nats.connect(nats_server.url)
+    try:
+        report = await spool.flush(Publisher(nc, Target(data_dir=tmp_path, prefix=names.prefix)))
+        events = await stored(nc.jetstream(), names)
+    finally:
+        await nc.close()
+        await _drop_streams(nats_server.url, names)
+    assert (report.published, report.remaining, report.error) == (2, 0, None)
+    assert sorted(str(ev.session_id) for ev in events) == ["aside", "before"]
+    assert spool.status().events == 0
+    assert not list(spool.dir.glob(".*.part"))
