@@ -337,7 +337,7 @@ async def test_an_event_is_spooled_even_while_another_process_holds_the_spool_lo
     assert _spooled_sessions(spool) == ["o", "w"]
 
 
-def _spooled_sessions(spool: Spool) -> list[str | None]:
+def _spooled_sessions(spool: Spool) -> list[str]:
     from engine.records import decode_event_json
 
     out = []
