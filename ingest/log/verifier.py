@@ -9,6 +9,9 @@ Rules of this file:
 - With a log key, every record of an active segment must be followed by a batch line
   whose HMAC signs the chain head there (`ingest.log.lines`), and every manifest line
   must carry a valid hmac.
+- This file walks each worker's chain across its segments; what a sealed segment's files
+  must agree with (manifest line, flat columns, keys index, runs file) is checked by
+  `ingest.log.verify_sealed`.
 - Notes (a torn line set aside after a crash, a seal's leftover) are not errors, but they
   are reported: `hookaudit verify` prints them.
 
@@ -24,7 +27,6 @@ import hashlib
 import hmac
 import os
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pyarrow as pa
@@ -34,22 +36,20 @@ from engine.errors import Unavailable
 from engine.records import Outcome
 from ingest.log.findings import ErrorKind, VerifyError, VerifyReport, WorkerReport
 from ingest.log.layout import (
-    keys_path,
     manifest_path,
     rel,
     root,
-    runs_path_of,
     seg_path,
     seqs,
     workers,
 )
 from ingest.log.lines import batch_hmac, decode_batch, env_key, is_batch_line, recompute_hash
 from ingest.log.manifest import ManifestEntry, manifest_hmac, manifest_lines
-from ingest.log.objstore import is_remote, read_bytes
+from ingest.log.objstore import read_bytes
 from ingest.log.reader import jsonl_lines, parquet_lines
-from ingest.log.schema import BASE_NAMES, COLUMNS, runs_table, segment_table
-from ingest.log.seal import decode_all, decode_error, keys_of
+from ingest.log.seal import decode_all, decode_error
 from ingest.log.ship import remote_segments
+from ingest.log.verify_sealed import check_columns, check_counts, check_runs
 
 __all__ = ["ErrorKind", "VerifyError", "VerifyReport", "WorkerReport", "verify"]
 
@@ -236,89 +236,12 @@ class _Checker:
             )
             self.err("manifest", file, why, None, first)
         self.chain(file, rows, records)
-        self.columns(file, table, rows, records)
+        self.errors += check_columns(file, table, rows, records)
         if e is not None:
-            self.against_manifest(file, mline, e, data, records)
-        self.runs(seq, mline, e, records, str(path))
-
-    def runs(
-        self,
-        seq: int,
-        mline: int,
-        e: ManifestEntry | None,
-        records: list[Outcome | None],
-        where: str,
-    ) -> None:
-        """The runs side file: its sha256 as listed, and its rows as the records say."""
-        rpath = runs_path_of(self.root, self.worker, seq)
-        file = rel(self.root, rpath)
-        at = f"{self.mfile}:{mline}"
-        remote = is_remote(where)
-        try:
-            data = read_bytes(
-                where.removesuffix(".parquet") + ".runs.parquet" if remote else str(rpath)
-            )
-        except Unavailable as exc:
-            self.err("corrupt", file, f"cannot read: {exc}", None, e.first_seq if e else None)
-            return
-        except FileNotFoundError:
-            if e is not None and e.runs_sha256 is not None:
-                why = f"runs file listed at {at} is missing (deleted)"
-                self.err("deleted", file, why, None, e.first_seq)
-            return
-        first = e.first_seq if e is not None else None
-        listed = e.runs_sha256 if e is not None else None
-        if listed is not None and hashlib.sha256(data).hexdigest() != listed:
-            why = f"runs file sha256 does not match {at}'s runs_sha256 (runs file rewritten)"
-            self.err("manifest", file, why, None, first)
-        try:
-            same = pq.read_table(pa.BufferReader(data)).equals(runs_table(records))
-        except (OSError, ValueError, KeyError, pa.ArrowException):
-            same = False
-        if not same:
-            why = "runs file does not match the segment's records (one row per HookRun)"
-            self.err("edited", file, why, None, first)
-
-    def against_manifest(
-        self, file: str, mline: int, e: ManifestEntry, data: bytes, records: list[Outcome | None]
-    ) -> None:
-        at = f"{self.mfile}:{mline}"
-        short = len(records) < e.count
-        if len(records) != e.count:
-            kind: ErrorKind = "truncated" if short else "edited"
-            self.err(kind, file, f"{len(records)} records, {at} says {e.count}", len(records))
-        good = [r for r in records if r is not None]
-        actual = (good[0].seq, good[-1].seq, good[-1].hash) if good else (0, 0, "")
-        if actual != (e.first_seq, e.last_seq, e.head):
-            why = "seq range or head hash does not match the segment"
-            self.err("manifest", self.mfile, why, mline, e.first_seq)
-        kpath = keys_path(self.root, self.worker, e.seq)
-        if kpath.exists():
-            kdata = kpath.read_bytes()
-            if kdata != keys_of(records) or hashlib.sha256(kdata).hexdigest() != e.keys_sha256:
-                why = "keys index does not match the segment's records"
-                self.err("edited", rel(self.root, kpath), why)
-
-    def columns(
-        self, file: str, table: Any, rows: list[tuple[int, bytes]], records: list[Outcome | None]
-    ) -> None:
-        """The flat query columns must say what the records say."""
-        expected = segment_table([r for _, r in rows], records)
-        for name, typ, _ in COLUMNS:
-            if name not in table.column_names:
-                if name in BASE_NAMES:  # the extra columns are absent from older segments
-                    self.err("edited", file, f"column {name!r} missing")
-                continue
-            col = table.column(name)
-            if col.type == typ and col.equals(expected.column(name)):
-                continue
-            got, want = col.to_pylist(), expected.column(name).to_pylist()
-            pairs = zip(got, want, strict=False)
-            i = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(got), len(want)))
-            rec = records[i] if i < len(records) else None
-            a, b = (got[i] if i < len(got) else None), (want[i] if i < len(want) else None)
-            why = f"column {name!r} is {a!r} but the record says {b!r} (column edited)"
-            self.err("edited", file, why, i + 1, rec.seq if rec else None)
+            self.errors += check_counts(self.root, self.mfile, file, mline, e, records)
+        self.errors += check_runs(
+            self.root, self.worker, self.mfile, seq, mline, e, records, str(path)
+        )
 
     def active(self, path: Path) -> None:
         file = rel(self.root, path)
