@@ -12,7 +12,7 @@ these views over every segment `ingest.log.segments` lists, sealed Parquet and a
     all_outcomes  live and replayed outcomes (`outcomes` without the live-only filter)
     unreadable    records skipped because they cannot be read: file, line, reason
 
-`queries.columns.VIEW_DOCS` holds every view's columns with their types and meaning.
+`queries.view_docs.VIEW_DOCS` holds every view's columns with their types and meaning.
 
 Rules of this file:
 - This module builds the views and opens the connection; `queries.scan` (sealed files, the

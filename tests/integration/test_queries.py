@@ -1061,8 +1061,8 @@ def test_persistent_database_file_is_left_untouched(history: History, tmp_path: 
 
 def test_view_docs_match_the_views(con: Any) -> None:
     """VIEW_DOCS (README, --help) documents every public view exactly: names, order, types."""
-    from queries.columns import VIEW_DOCS
     from queries.db import PUBLIC_VIEWS
+    from queries.view_docs import VIEW_DOCS
 
     assert set(VIEW_DOCS) == set(PUBLIC_VIEWS)
     for view, (_, cols) in VIEW_DOCS.items():

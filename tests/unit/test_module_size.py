@@ -25,7 +25,6 @@ TO_SPLIT: dict[str, tuple[int, str]] = {
     "ingest/spool.py": (551, "the file format | append | flush (edge)"),
     "ingest/relay.py": (502, "the socket server | the emit bridge (edge)"),
     "ingest/log/writer.py": (501, "recovery | append | roll/seal scheduling"),
-    "queries/columns.py": (416, "column tables | tool_input extraction"),
     "ingest/fastemit.py": (416, "the stdlib client | the wire format (edge)"),
     "ingest/embedded.py": (415, "the binary | the config | the process"),
     "replay/cli.py": (406, "replay | replay-join (storage)"),
