@@ -8,8 +8,8 @@ Rules of this file:
   ``[hookaudit@32473 …]`` (32473 is the example enterprise number of RFC 5612) carries the
   event id, the stream sequence and the record uid with ``"``, ``\\`` and ``]`` escaped; the
   MSG is the record's text after a UTF-8 BOM.
-- Over TCP and TLS a batch counts as accepted once it is written and drained: syslog has no
-  acknowledgement, so a record in flight when the receiver dies can be lost by the receiver.
+- Over TCP and TLS a batch counts as accepted once it is written and drained out of the
+  process (the transport's high-water mark is 1 byte): syslog has no acknowledgement, so a record in flight when the receiver dies can be lost by the receiver.
   Over UDP nothing is acknowledged at all; a message is cut to `max_datagram` bytes.
 
 Example:
@@ -106,6 +106,11 @@ class SyslogSink:
             )
         except (OSError, TimeoutError, ssl.SSLError) as e:
             raise SinkDown(f"{self.name}: cannot connect: {e or type(e).__name__}") from e
+        # A drain then returns only once the batch left the process (handed to the kernel,
+        # which still sends it if we die); by default it returns with up to 64 KiB still in
+        # our buffers (with TLS, in the SSL layer), which a SIGKILL would lose after the ack.
+        # 1, not 0: an SSL transport on 3.11 never resumes writing with a high-water mark of 0.
+        writer.transport.set_write_buffer_limits(high=1)
         self._reader, self._writer = reader, writer
         return writer
 
