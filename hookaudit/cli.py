@@ -50,7 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Re-evaluate history with other settings and report what would change.",
     ),
     "replay-join": (
-        "replay.cli:replay_join_cmd",
+        "replay.cli_join:replay_join_cmd",
         "Be one job of a distributed replay (segments from a JetStream work queue).",
     ),
     "serve": (

@@ -1,7 +1,8 @@
 """`hookaudit replay`: re-evaluate history with other settings and report every difference.
 
 The command wraps `replay.jobs.replay`; everything it prints comes from the report object
-of `replay.report` (schema there).
+of `replay.report` (schema there). `--distribute`'s NATS side and `hookaudit replay-join`
+are `replay.cli_join`.
 
 Example:
     $ hookaudit replay --settings project:new-policy.json --since 30d --format json
@@ -19,6 +20,7 @@ import click
 from engine.errors import HookauditError
 from engine.records import POSTURES, uuid7
 from queries.output import check_writable
+from replay.cli_join import nats_options, start_coordinator
 
 __all__ = ["replay_cmd"]
 
@@ -72,12 +74,6 @@ def _describe(selection: Any, data_dir: Path) -> str:
 def _fail(message: str) -> None:
     click.echo(f"hookaudit replay: {message}", err=True)
     sys.exit(1)
-
-
-def _nats_options(f: Any) -> Any:
-    from ingest.natsopts import nats_options
-
-    return nats_options(f)
 
 
 @click.command("replay")
@@ -208,7 +204,7 @@ def _nats_options(f: Any) -> Any:
     help="Run the jobs as `hookaudit replay-join` processes (any machine that sees the same "
     "log) taking segments from a JetStream work queue on --nats; prints the join command.",
 )
-@_nats_options
+@nats_options
 def replay_cmd(
     settings: tuple[str, ...], since: str | None, until: str | None, session: str | None,
     events: tuple[str, ...], where: str | None, baseline: str, baseline_settings: tuple[str, ...],
@@ -300,7 +296,7 @@ def replay_cmd(
             project_dir=project_dir,
         )
         tty = sys.stderr.isatty()
-        coordinator = _coordinator(d, req.replay_id, kw) if distribute else None
+        coordinator = start_coordinator(d, req.replay_id, kw) if distribute else None
         done = replay(
             req,
             max_rows=max_rows,
@@ -347,60 +343,3 @@ def replay_cmd(
     if matched:
         click.echo(f"hookaudit replay: --fail-on matched: {', '.join(matched)}", err=True)
         sys.exit(1)
-
-
-def _connect(data_dir: Path, kw: dict[str, Any]) -> Any:
-    from ingest.natsopts import NatsArgs, connect_options
-
-    args = NatsArgs.pop(kw)
-    if args.nats_url is None:
-        raise click.UsageError("--distribute and replay-join need --nats (or HOOKAUDIT_NATS_URL)")
-    options = connect_options(args, data_dir, "worker")
-    return options.connect
-
-
-def _coordinator(data_dir: Path, replay_id: str, kw: dict[str, Any]) -> Any:
-    from replay.workqueue import Coordinator
-
-    connect = _connect(data_dir, kw)
-    click.echo(f"replay {replay_id}: start jobs with: hookaudit replay-join --replay-id "
-               f"{replay_id} --nats URL [--data-dir DIR]", err=True)  # fmt: skip
-    return Coordinator(connect, on_event=lambda m: click.echo(f"replay: {m}", err=True))
-
-
-@click.command("replay-join")
-@click.option("--replay-id", required=True, help="The id `replay --distribute` printed.")
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    envvar="HOOKAUDIT_DATA_DIR",
-    help="Where this machine sees the log (env HOOKAUDIT_DATA_DIR; default: the "
-    "coordinator's path).",
-)
-@click.option("--timeout", type=click.FloatRange(1, 86400), default=600.0, show_default=True,
-              help="Seconds to wait for the other jobs' reports.")  # fmt: skip
-@_nats_options
-def replay_join_cmd(replay_id: str, data_dir: Path | None, timeout: float, **kw: Any) -> None:
-    """Be one job of a distributed replay: take segments from its JetStream work queue
-    until none is left, then send the result to the coordinator. Start as many as you
-    like, on any machine that sees the same log (the same files, or shipped segments).
-
-    \b
-    Example:
-      hookaudit replay-join --replay-id 0190c3a2-… --nats nats://nats:4222 --data-dir /mnt/log
-    """
-    from hookaudit.options import default_data_dir
-    from replay.workqueue import join
-
-    connect = _connect(data_dir or default_data_dir(), kw)
-    try:
-        taken = join(connect, replay_id, data_dir=str(data_dir) if data_dir else None,
-                     timeout=timeout)  # fmt: skip
-    except (HookauditError, ValueError, OSError, TimeoutError) as exc:
-        click.echo(f"hookaudit replay-join: {exc}", err=True)
-        sys.exit(1)
-    if taken < 0:
-        click.echo(f"replay {replay_id} is closed: every segment was taken", err=True)
-    else:
-        click.echo(f"replay {replay_id}: this job read {taken} segment(s)", err=True)

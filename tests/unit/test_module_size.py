@@ -26,7 +26,6 @@ TO_SPLIT: dict[str, tuple[int, str]] = {
     "ingest/relay.py": (502, "the socket server | the emit bridge (edge)"),
     "ingest/log/writer.py": (501, "recovery | append | roll/seal scheduling"),
     "ingest/fastemit.py": (416, "the stdlib client | the wire format (edge)"),
-    "replay/cli.py": (406, "replay | replay-join (storage)"),
     "ingest/siem/view.py": (405, "the view | severity and kinds"),
     "engine/shellwords.py": (405, "the tokenizer | the splitter"),
     "engine/lint.py": (402, "findings | the refusal text"),
