@@ -12,7 +12,7 @@ Rules of this file:
   repeated group that repeats or alternates inside; over MAX_REPEATS repeats in a row, a leading
   or trailing `.*` not counted), is invalid; no regex sees a query over MAX_QUERY characters (no
   tool, agent or file name is that long). `*` wildcards use no regex, path segments use fnmatch
-  (atomic, linear). Commands: see `engine.shellwords`.
+  (atomic, linear). Commands: see `engine.shellrules` (over `engine.shellwords`).
 
 Decisions where the spec is silent:
 - Aliases (`Task`->`Agent`, ...) map the query as well as the matcher, so old and new names match
@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from engine import shellwords
+from engine import shellrules
 from engine.jsregex import MAX_REPEATS, _translate
 from engine.records import Profile
 
@@ -223,27 +223,27 @@ def if_matches(
     if name in _PATH_FIELDS:
         if not current and name in ("Glob", "Grep"):
             value = tool_input.get("pattern")  # legacy tests the pattern, not a path
-            return isinstance(value, str) and shellwords.wildcard(content.strip(), value)
+            return isinstance(value, str) and shellrules.wildcard(content.strip(), value)
         path = tool_input.get(_PATH_FIELDS[name], cwd if name in ("Glob", "Grep") else None)
         if not isinstance(path, str) or not path:
             return False
         path = _absolute(path, cwd, home)
         if not current:
-            return shellwords.wildcard(content.strip(), path)
+            return shellrules.wildcard(content.strip(), path)
         return _path_matches(content, path, cwd, home, source_root or cwd)
     return name == "WebFetch" and current and _domain_matches(content, tool_input.get("url"))
 
 
 def _command_matches(content: str, command: str, powershell: bool, current: bool) -> bool:
-    """shellwords.command_matches, memoised: agents repeat the same commands a lot."""
+    """shellrules.command_matches, memoised: agents repeat the same commands a lot."""
     if len(command) > 4096:  # huge commands are not pinned in the cache
-        return shellwords.command_matches(content, command, powershell=powershell, current=current)
+        return shellrules.command_matches(content, command, powershell=powershell, current=current)
     return _command_matches_cached(content, command, powershell, current)
 
 
 @functools.lru_cache(maxsize=16384)
 def _command_matches_cached(content: str, command: str, powershell: bool, current: bool) -> bool:
-    return shellwords.command_matches(content, command, powershell=powershell, current=current)
+    return shellrules.command_matches(content, command, powershell=powershell, current=current)
 
 
 def _mcp_server_rule(rule_tool: str, name: str) -> bool:
@@ -314,7 +314,7 @@ def _domain_matches(content: str, url: object) -> bool:
     if wanted[0] == "*" and len(wanted) > 1:  # `*.example.com`: any depth, but not the apex
         wanted, labels = wanted[1:], labels[1 - len(wanted) :] if len(labels) >= len(wanted) else []
     return (
-        bool(host) and len(labels) == len(wanted) and all(map(shellwords.wildcard, wanted, labels))
+        bool(host) and len(labels) == len(wanted) and all(map(shellrules.wildcard, wanted, labels))
     )
 
 

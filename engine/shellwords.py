@@ -1,4 +1,4 @@
-"""Shell command lines for `if` rules (spec §5.4): split them, then test a rule against them.
+"""Shell command lines for `if` rules (spec §5.4): split them into simple commands.
 
 Rules of this file:
 - Pure, stdlib only: text in, values out. Nothing is expanded, looked up or executed.
@@ -14,7 +14,7 @@ Rules of this file:
 - Not a shell: `case`, `for`, functions and arithmetic are only scanned so that their text neither
   hides commands nor breaks the split. PowerShell is this scanner with PowerShell quoting (backtick
   escapes, doubled `''` and `""`, no backtick substitution) and case-insensitive rules; its
-  aliases (`gci`) are not expanded. Wildcards use no regex: O(len(pattern) * len(text)).
+  aliases (`gci`) are not expanded. Testing a rule against the commands is `engine.shellrules`.
 
 shlex is not used: it knows neither `$(..)` nor here-documents, and splits `2>&1` at the `&`.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["MAX_DEPTH", "MAX_LENGTH", "Command", "Script", "command_matches", "parse", "wildcard"]
+__all__ = ["MAX_DEPTH", "MAX_LENGTH", "Command", "Script", "parse"]
 
 MAX_LENGTH = 256 * 1024
 MAX_DEPTH = 16
@@ -58,85 +58,6 @@ _RESERVED = frozenset(
 _PAREN = {"(": 1, ")": -1}
 _ANSI_C_STRING = re.compile(r"\$'((?:[^'\\]|\\.)*)'", re.S)
 _ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "v": "\v"}
-
-
-def command_matches(
-    pattern: str, command: str, *, powershell: bool = False, current: bool = True
-) -> bool:
-    """Whether an `if` rule's content (`git push *`) selects a command line (§5.4).
-
-    Forms: `Q:*` is a prefix (`Q` itself or `Q` then a space); an unescaped `*` is a wildcard
-    (`\\*` a star, `\\\\` a backslash; a single trailing ` *` also matches nothing); else exact.
-    `current` also searches `$(..)` and backticks, and matches a pattern naming arguments whenever
-    the line has `$(..)`, backticks or `$VAR`, since those may produce them.
-
-    >>> command_matches("git *", "npm test && FOO=bar git push")
-    True
-    """
-    script = parse(command, powershell=powershell, substitutions=current)
-    if script is None:
-        return True  # cannot be parsed: the hook runs (fail open), as in Claude Code
-    pattern = pattern.strip()
-    if current and script.has_expansion and _names_arguments(pattern):
-        return True  # `$(..)` or `$VAR` may produce the arguments; a text match cannot tell
-    if powershell:
-        pattern = pattern.casefold()
-    for cmd in script.commands:
-        for text in {" ".join(cmd.argv), " ".join(cmd.raw)}:
-            text = text.casefold() if powershell else text
-            if pattern.endswith(":*"):
-                if text == pattern[:-2] or text.startswith(pattern[:-2] + " "):
-                    return True
-            elif wildcard(pattern, text):
-                return True
-    return False
-
-
-def _names_arguments(pattern: str) -> bool:
-    """`git push *` or `git push:*` name more than the command; `git *` and `*` do not."""
-    parts = _stars(pattern.removesuffix(":*"))
-    optional_tail = len(parts) == 2 and parts[1] == "" and parts[0].endswith(" ")
-    return len((parts[0] if optional_tail else "*".join(parts)).split()) > 1
-
-
-def wildcard(pattern: str, text: str) -> bool:
-    """Claude Code's wildcard rule: an unescaped `*` is any run of characters; else exact.
-
-    >>> wildcard("ls *", "lsof"), wildcard("ls*", "lsof"), wildcard("git *", "git")
-    (False, True, True)
-    """
-    parts = _stars(pattern)
-    if len(parts) == 2 and parts[1] == "" and parts[0].endswith(" ") and text == parts[0][:-1]:
-        return True  # `git *` also matches a bare `git`
-    if len(parts) == 1:
-        return text == parts[0]
-    first, *middle, last = parts
-    if len(text) < len(first) + len(last) or not text.startswith(first) or not text.endswith(last):
-        return False
-    at, end = len(first), len(text) - len(last)
-    for part in middle:  # leftmost placement is always best for `*`-only patterns
-        found = text.find(part, at, end)
-        if found < 0:
-            return False
-        at = found + len(part)
-    return True
-
-
-def _stars(pattern: str) -> list[str]:
-    """The literal runs between unescaped `*`; `\\*` is a star and `\\\\` a backslash."""
-    parts, run, i = [], [], 0
-    while i < len(pattern):
-        if pattern[i] == "\\" and pattern[i + 1 : i + 2] in ("*", "\\"):
-            run.append(pattern[i + 1])
-            i += 2
-            continue
-        if pattern[i] == "*":
-            parts.append("".join(run))
-            run = []
-        else:
-            run.append(pattern[i])
-        i += 1
-    return [*parts, "".join(run)]
 
 
 def parse(source: str, *, powershell: bool = False, substitutions: bool = True) -> Script | None:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import match, shellwords
+from engine import match, shellrules, shellwords
 from engine.match import (
     IF_EVENTS_CURRENT,
     IF_EVENTS_LEGACY,
@@ -585,7 +585,7 @@ _SHELL_CHARS = st.text(alphabet="ab $()`'\"\\;&|<>#{}=\n\t-*!", max_size=60)
 @given(_SHELL_CHARS, st.booleans(), st.booleans())
 def test_shellwords_never_raise(command: str, powershell: bool, substitutions: bool) -> None:
     shellwords.parse(command, powershell=powershell, substitutions=substitutions)
-    shellwords.command_matches("a *", command, powershell=powershell, current=substitutions)
+    shellrules.command_matches("a *", command, powershell=powershell, current=substitutions)
 
 
 @given(st.text(max_size=80))
@@ -599,7 +599,7 @@ def test_wildcard_agrees_with_a_regex_oracle(parts: list[str], text: str) -> Non
     oracle = re.fullmatch(".*".join(map(re.escape, parts)), text, re.S) is not None
     if len(parts) == 2 and parts[1] == "" and parts[0].endswith(" "):
         oracle = oracle or text == parts[0][:-1]
-    assert shellwords.wildcard(pattern, text) is oracle
+    assert shellrules.wildcard(pattern, text) is oracle
 
 
 # -- `if`: file tools ------------------------------------------------------------------------
