@@ -3,12 +3,17 @@
 The rules run as SQL through the DuckDB backend (`queries.sigma_duckdb`) over the log's
 `outcomes` view; `--follow` asks again every `--interval` seconds for what lies past the
 log positions already read (worker -> last seq), never rescanning what it has matched.
+Correlation rules (`queries.sigma_correlation_duckdb`) are evaluated over the whole history
+on the first turn; on a later one, every window that ends at or after the earliest new
+event is evaluated again (its events read from a timespan before that), and a window
+(correlation, anchor event, group) already reported is not reported again.
 Matches print as a table (or JSON) or go, as OCSF Detection Findings, to any SIEM target.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import sys
@@ -32,29 +37,37 @@ def _finite(v: float) -> float:
     return v
 
 
-def _load(rules_dir: Path) -> list[Any]:
-    from queries.sigma import RuleError, load_rules
+def _load(rules_dir: Path) -> Any:
+    from queries.sigma import RuleError
+    from queries.sigma_correlation import load_rule_set
+    from queries.sigma_correlation_duckdb import correlation_sql
     from queries.sigma_duckdb import rule_sql
 
     files = sorted(p for p in rules_dir.rglob("*") if p.suffix in (".yml", ".yaml"))
     if not files:
         fail(f"{rules_dir}: no Sigma rules (*.yml, *.yaml)")
-    rules = []
+    texts = []
     for f in files:
         try:
-            rules += load_rules(f.read_text(encoding="utf-8"), str(f))
-        except (RuleError, OSError, UnicodeDecodeError) as e:
-            fail(str(e) if isinstance(e, RuleError) else f"{f}: {e}")
-    for r in rules:  # every rule converts to SQL before anything runs
-        try:
+            texts.append((f.read_text(encoding="utf-8"), str(f)))
+        except (OSError, UnicodeDecodeError) as e:
+            fail(f"{f}: {e}")
+    try:
+        rs = load_rule_set(texts)
+    except RuleError as e:
+        fail(str(e))
+    try:  # every rule converts to SQL before anything runs
+        for r in rs.rules:
             rule_sql(r)
-        except RuleError as e:
-            fail(str(e))
-    return rules
+        for c in rs.correlations:
+            correlation_sql(c, "sigma_events")
+    except RuleError as e:
+        fail(str(e))
+    return rs
 
 
 def _row(m: Any) -> dict[str, Any]:
-    return {
+    row = {
         "time": m.ts.isoformat(),
         "rule": m.rule.title,
         "level": m.rule.level,
@@ -67,6 +80,15 @@ def _row(m: Any) -> dict[str, Any]:
         "decision": m.decision,
         "what": str(m.what)[:200],
     }
+    if hasattr(m, "events"):  # a correlation: its window
+        row |= {
+            "correlation": m.rule.kind,
+            "count": m.count,
+            "group": dict(m.group),
+            "first": m.first.isoformat(),
+            "events": list(m.events),
+        }
+    return row
 
 
 def _record(m: Any, fmt: str) -> Any:
@@ -89,6 +111,8 @@ def _record(m: Any, fmt: str) -> Any:
             decision=m.decision,
             what=m.what,
         )
+        if hasattr(m, "events"):
+            _window(doc, m)
         uid = doc["metadata"]["uid"]
     else:
         doc = _row(m)
@@ -105,6 +129,28 @@ def _record(m: Any, fmt: str) -> Any:
         doc=doc,
         sourcetype=f"hookaudit:detect:{fmt}",
     )
+
+
+def _window(doc: dict[str, Any], m: Any) -> None:
+    """A correlation's finding: the window's events and times, the group, the count."""
+    c = m.rule
+    if len(set(c.fields)) > 1:  # aliases: one anchor may stand in two groups
+        digest = hashlib.sha256(json.dumps(m.group).encode()).hexdigest()[:12]
+        doc["metadata"]["uid"] = doc["finding_info"]["uid"] = f"{doc['metadata']['uid']}.{digest}"
+    info = doc["finding_info"]
+    info["related_events"] = [{"uid": e} for e in m.events[:100]]
+    info["first_seen_time"] = int(m.first.timestamp() * 1000)
+    info["last_seen_time"] = int(m.ts.timestamp() * 1000)
+    info["desc"] = f"{c.kind}: {m.what}"
+    doc["count"] = m.count
+    doc["unmapped"]["correlation"] = {
+        "type": c.kind,
+        "timespan": c.timespan,
+        "condition": {c.op: c.count},
+        "count": m.count,
+        "group": dict(m.group),
+        "events": len(m.events),
+    }
 
 
 async def _send(sink: Any, records: list[Any], max_backoff: float = 10.0) -> int:
@@ -146,7 +192,8 @@ async def _send(sink: Any, records: list[Any], max_backoff: float = 10.0) -> int
     "--follow",
     is_flag=True,
     help="Keep reading the log for new events (until ^C); each turn reads only what lies "
-    "past the log positions already read.",
+    "past the log positions already read, and evaluates again the correlation windows that "
+    "end at or after the earliest new event (each window is reported once).",
 )
 @click.option(
     "--interval",
@@ -213,10 +260,11 @@ def detect_cmd(
     from ingest.siem.targets import TlsFiles, parse_target
     from queries.catalog import QueryError, parse_time
     from queries.db import open_db
+    from queries.sigma_correlation_duckdb import detect_correlations
     from queries.sigma_duckdb import detect_history
 
     d = data_dir or default_data_dir()
-    rules = _load(rules_dir)
+    rs = _load(rules_dir)
     try:
         start: datetime | None = parse_time(since) if since else None
     except QueryError as e:
@@ -232,20 +280,44 @@ def detect_cmd(
         except ValueError as e:
             raise click.UsageError(str(e)) from e
     positions: dict[str, int] = {}
+    fired: set[tuple[int, str, tuple[tuple[str, str], ...]]] = set()
     rows: list[dict[str, Any]] = []
     count = 0
 
     def turn() -> list[Any]:
         nonlocal positions
+        first = not positions
         try:
             con = open_db(d)
             try:
-                matches, positions = detect_history(con, rules, since=start, after=positions)
+                matches, positions = detect_history(con, rs.rules, since=start, after=positions)
+                if rs.correlations:
+                    matches += correlations(con, first)
             finally:
                 con.close()
         except QueryError as e:
             fail(str(e))
+        matches.sort(key=lambda m: (m.ts, m.worker, m.seq))
         return matches
+
+    def correlations(con: Any, first: bool) -> list[Any]:
+        """The windows that hold and were not reported yet: over what detect_history read
+        on the first turn; later, re-evaluating every window that ends at or after the
+        earliest new event (a late event can complete a window already looked at)."""
+        if first:
+            found = detect_correlations(con, rs.correlations, table="sigma_events")
+        else:
+            (new_from,) = con.execute("SELECT min(ts) FROM sigma_events").fetchone()
+            if new_from is None:
+                return []
+            found = detect_correlations(con, rs.correlations, since=start, new_from=new_from)
+        out = []
+        for m in found:
+            key = (rs.correlations.index(m.rule), m.id, m.group)
+            if key not in fired:
+                fired.add(key)
+                out.append(m)
+        return out
 
     def emit(matches: list[Any], runner: asyncio.Runner | None) -> None:
         nonlocal count
@@ -284,7 +356,8 @@ def detect_cmd(
     elif fmt == "table" and sink is None:
         for row in rows:
             click.echo(_line(row))
-    click.echo(f"{count} match(es), {len(rules)} rule(s)", err=True)
+    n = len(rs.rules) + len(rs.correlations)
+    click.echo(f"{count} match(es), {n} rule(s)", err=True)
 
 
 def _line(row: dict[str, Any]) -> str:

@@ -49,7 +49,17 @@ from sigma.types import (
 
 from engine.records import Outcome
 
-__all__ = ["CATEGORIES", "FIELDS", "Rule", "RuleError", "event_fields", "load_rules", "matches"]
+__all__ = [
+    "CATEGORIES",
+    "FIELDS",
+    "Rule",
+    "RuleError",
+    "event_fields",
+    "load_rules",
+    "matches",
+    "parse_file",
+    "rule_of",
+]
 
 PRODUCT = "claude_code"
 CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -108,38 +118,59 @@ class Rule:
     sigma: SigmaRule | None = None  # the rule as pySigma read it (for the DuckDB backend)
 
 
-def load_rules(text: str, path: str) -> list[Rule]:
-    """The rules of one YAML file (one or several documents). Raises RuleError naming it."""
+def parse_file(text: str, path: str, *, resolve: bool = True) -> SigmaCollection:
+    """pySigma's collection of one YAML file; `resolve=False` leaves correlation references
+    for a collection of several files. Raises RuleError naming the file."""
     try:
-        coll = SigmaCollection.from_yaml(text)
-        out = []
-        for r in coll.rules:
-            if not isinstance(r, SigmaRule):
-                raise RuleError(f"{path}: {r.title}: correlation rules are not supported")
-            ls = r.logsource
-            if ls.product not in (None, PRODUCT):
-                continue  # another product's rule: not ours to match
-            tools = None
-            if ls.category is not None:
-                if ls.category not in CATEGORIES:
-                    raise RuleError(
-                        f"{path}: {r.title}: logsource category {ls.category!r}: expected one "
-                        f"of {', '.join(CATEGORIES)} (or none)"
-                    )
-                tools = CATEGORIES[ls.category]
-            conds = [c.parse() for c in r.detection.parsed_condition]
-            cond = conds[0] if len(conds) == 1 else ConditionOR(conds)
-            level = r.level.name.lower() if r.level else "medium"
-            out.append(Rule(r.title, str(r.id or ""), level, path, tools, cond, r))
-        return out
+        return SigmaCollection.from_yaml(text, resolve_references=resolve)
+    except SigmaError as e:
+        raise RuleError(f"{path}: {e}") from e
+    except (yaml.YAMLError, AttributeError, TypeError, ValueError, KeyError, RecursionError) as e:
+        raise RuleError(f"{path}: not a Sigma rule: {_why(e)}") from e
+
+
+def _why(e: BaseException) -> str:
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+
+
+def rule_of(r: SigmaRule, path: str) -> Rule | None:
+    """Our form of pySigma's rule `r` read from `path`; None for another product's rule."""
+    try:
+        ls = r.logsource
+        if ls.product not in (None, PRODUCT):
+            return None  # another product's rule: not ours to match
+        tools = None
+        if ls.category is not None:
+            if ls.category not in CATEGORIES:
+                raise RuleError(
+                    f"{path}: {r.title}: logsource category {ls.category!r}: expected one "
+                    f"of {', '.join(CATEGORIES)} (or none)"
+                )
+            tools = CATEGORIES[ls.category]
+        conds = [c.parse() for c in r.detection.parsed_condition]
+        cond = conds[0] if len(conds) == 1 else ConditionOR(conds)
+        level = r.level.name.lower() if r.level else "medium"
+        return Rule(r.title, str(r.id or ""), level, path, tools, cond, r)
     except RuleError:
         raise
     except SigmaError as e:
         raise RuleError(f"{path}: {e}") from e
-    except (yaml.YAMLError, AttributeError, TypeError, ValueError, KeyError, RecursionError) as e:
+    except (AttributeError, TypeError, ValueError, KeyError, RecursionError) as e:
         # pySigma lets a malformed document through as a Python error of its own
-        why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        raise RuleError(f"{path}: not a Sigma rule: {why}") from e
+        raise RuleError(f"{path}: not a Sigma rule: {_why(e)}") from e
+
+
+def load_rules(text: str, path: str) -> list[Rule]:
+    """The (plain) rules of one YAML file (one or several documents); its correlation rules
+    are left to `queries.sigma_correlation.load_rule_set`. Raises RuleError naming it."""
+    coll = parse_file(text, path, resolve=False)
+    out = []
+    for r in coll.rules:
+        if isinstance(r, SigmaRule):
+            rule = rule_of(r, path)
+            if rule is not None:
+                out.append(rule)
+    return out
 
 
 _dec = msgspec.json.Decoder()

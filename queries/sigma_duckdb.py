@@ -7,7 +7,7 @@ The published SQL backends get Sigma's semantics wrong on DuckDB; this one fixes
 - a field the event lacks (SQL NULL) makes its comparison false, never NULL, so ``not`` of it
   is true as in Sigma (each comparison is wrapped in ``coalesce(…, false)``);
 - fields outside the mapping read as NULL; ``tool_input.NAME`` reads the tool input JSON.
-Correlation rules are not supported (neither are they by the in-Python matcher).
+Correlation rules are `queries.sigma_correlation_duckdb`'s, over the same events.
 
 It converts a rule to a WHERE condition over the `events_table` (one row per event, the
 columns of `queries.sigma.FIELDS`, all VARCHAR, ``all_values`` the list of every value).

@@ -155,3 +155,180 @@ def test_follow_prints_what_is_appended(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)  # and its pipes closed
+
+
+def denied(cmd: str, session: str, at: datetime) -> Outcome:
+    payload = {
+        "hook_event_name": "PreToolUse",
+        "session_id": session,
+        "tool_name": "Bash",
+        "tool_input": {"command": cmd},
+    }
+    ev = new_event(payload, host="h", user="alice", ts=at)
+    return Outcome(event=ev, settings_id="sid", decision="deny", blocked=True)
+
+
+def call(tool: str, ti: dict[str, Any], session: str, at: datetime) -> Outcome:
+    payload = {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": tool}
+    ev = new_event(payload | {"tool_input": ti}, host="h", user="alice", ts=at)
+    return Outcome(event=ev, settings_id="sid", decision="allow")
+
+
+T = NOW - timedelta(hours=1)
+TEN = timedelta(minutes=10)
+US = timedelta(microseconds=1)
+
+
+def correlation_history() -> list[Outcome]:
+    return [
+        # s1: three denials, the third exactly 10 minutes after the first: one window
+        denied("rm -rf /", "s1", T),
+        denied("sudo su", "s1", T + timedelta(minutes=4)),
+        denied("chmod 777 /etc", "s1", T + TEN),
+        # s2: three denials, but the first two 10 min + 1 µs before the third
+        denied("rm -rf /", "s2", T),
+        denied("sudo su", "s2", T + US),
+        denied("nc -l 4444", "s2", T + TEN + 2 * US),
+        # s3: ~/.ssh read, then a fetch 9 minutes later: the ordered pair
+        call("Read", {"file_path": "/home/alice/.ssh/id_ed25519"}, "s3", T),
+        call("WebFetch", {"url": "https://example.org/upload"}, "s3", T + timedelta(minutes=9)),
+        # s4: the fetch first, the read after: the wrong order
+        call("WebFetch", {"url": "https://example.org/x"}, "s4", T),
+        call("Read", {"file_path": "/home/alice/.ssh/config"}, "s4", T + timedelta(minutes=1)),
+        # no session id: not grouped, never counted
+        denied("a", "", T),
+        denied("b", "", T),
+        denied("c", "", T),
+    ]
+
+
+def test_shipped_correlations_over_a_log(tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    history = correlation_history()
+    with LogWriter.open(d, "w1") as w:
+        w.append_batch(history)
+    p = detect(d, "--rules", str(RULES), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    corr = [r for r in rows if "correlation" in r]
+    assert [(r["rule"], r["event_id"], r["group"], r["count"]) for r in corr] == [
+        ("SSH keys read, then data sent out", history[7].event.id, {"SessionId": "s3"}, 2),
+        ("Repeated denied commands in a session", history[2].event.id, {"SessionId": "s1"}, 3),
+    ]
+    assert corr[1]["events"] == sorted(o.event.id for o in history[:3])
+    assert corr[1]["first"] == T.isoformat()
+    # the correlation steps (generate: false) are not reported alone; the plain rules are
+    assert {r["rule"] for r in rows if "correlation" not in r} == {"Agent reads SSH keys or config"}
+    table = detect(d, "--rules", str(RULES))
+    assert table.returncode == 0, table.stderr
+    assert "Repeated denied commands in a session" in table.stdout
+    assert "3 event(s) within 10m (SessionId=s1)" in table.stdout
+
+
+def test_correlation_findings_are_valid_ocsf(tmp_path: Path) -> None:
+    from tests.unit.test_siem_formats import ocsf_errors
+
+    d = tmp_path / "d"
+    history = correlation_history()
+    with LogWriter.open(d, "w1") as w:
+        w.append_batch(history)
+    out = tmp_path / "findings.ndjson"
+    p = detect(d, "--rules", str(RULES), "--to", f"file://{out}")
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    corr = [r for r in recs if "correlation" in r["unmapped"]]
+    assert len(corr) == 2 and len(recs) == 4
+    for r in recs:
+        assert (r["class_uid"], r["type_uid"]) == (2004, 200401)
+        assert ocsf_errors(r) == []
+    burst = next(r for r in corr if r["unmapped"]["correlation"]["type"] == "event_count")
+    assert burst["metadata"]["uid"] == f"954c41ea-4c23-4c1b-83ad-48b9d3e0401d.{history[2].event.id}"
+    assert [e["uid"] for e in burst["finding_info"]["related_events"]] == sorted(
+        o.event.id for o in history[:3]
+    )
+    assert burst["finding_info"]["first_seen_time"] == int(T.timestamp() * 1000)
+    assert burst["count"] == 3 and burst["severity"] == "High"
+
+
+BAD_CORRELATIONS = [
+    (
+        "type: value_sum\n  rules: r\n  timespan: 1m\n  condition: {gte: 1, field: User}",
+        "value_sum",
+    ),
+    ("type: event_count\n  rules: r\n  condition: {gte: 1}", "timespan"),
+    ("type: event_count\n  rules: r\n  timespan: 10x\n  condition: {gte: 1}", "10x"),
+    ("type: event_count\n  rules: nope\n  timespan: 1m\n  condition: {gte: 1}", "nope"),
+    (
+        "type: event_count\n  rules: r\n  timespan: 1m\n  group-by: Sesion\n  condition: {gt: 1}",
+        "Sesion",
+    ),
+    ("type: event_count\n  rules: r\n  timespan: 1m\n  condition: {between: 1}", "condition"),
+    ("type: temporal_ordered\n  rules: [r]\n  timespan: 1m\n  condition: r", "temporal"),
+    ("type: event_count\n  rules: r\n  timespan: 1m", "condition"),
+]
+
+
+def test_a_malformed_correlation_is_one_line_naming_its_file(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "a_step.yml").write_text(
+        "title: r\nname: r\nlogsource: {product: claude_code}\n"
+        "detection:\n  s: {ToolName: Bash}\n  condition: s\n"
+    )
+    for body, why in BAD_CORRELATIONS:
+        (rules / "corr.yml").write_text(f"title: c\ncorrelation:\n  {body}\n")
+        p = detect(tmp_path, "--rules", str(rules))
+        assert p.returncode == 1, (body, p.stderr)
+        assert "corr.yml" in p.stderr and why in p.stderr, (body, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_follow_re_evaluates_windows_and_reports_each_once(tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    start = [
+        denied("a", "s1", T),
+        denied("b", "s1", T + timedelta(minutes=1)),
+        denied("x", "s2", T),
+        denied("z", "s2", T + timedelta(minutes=2)),
+    ]
+    with LogWriter.open(d, "w1") as w:
+        w.append_batch(start)
+    argv = [sys.executable, "-m", "hookaudit", "detect", "--data-dir", str(d), "--rules"]
+    proc = subprocess.Popen(
+        [*argv, str(RULES), "--follow", "--interval", "0.3", "--format", "jsonl"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        third = denied("c", "s1", T + timedelta(minutes=2))
+        with LogWriter.open(d, "w1") as w:
+            w.append_batch([third])
+        first = json.loads(proc.stdout.readline())
+        assert (first["rule"], first["event_id"], first["count"]) == (
+            "Repeated denied commands in a session",
+            third.event.id,
+            3,
+        )
+        # a late event (logged now, raised between two read ones) completes s2's window,
+        # whose anchor is the later event already read: that window is evaluated again
+        late = denied("y", "s2", T + timedelta(minutes=1))
+        with LogWriter.open(d, "w1") as w:
+            w.append_batch([late])
+        second = json.loads(proc.stdout.readline())
+        assert (second["event_id"], second["group"], second["count"]) == (
+            start[3].event.id,
+            {"SessionId": "s2"},
+            3,
+        )
+        # an event of another session: s1's window is looked at again, not reported again
+        fourth = denied("d", "s1", T + timedelta(minutes=3))
+        with LogWriter.open(d, "w1") as w:
+            w.append_batch([denied("q", "s9", T + timedelta(minutes=3)), fourth])
+        again = json.loads(proc.stdout.readline())
+        assert (again["event_id"], again["count"]) == (fourth.event.id, 4)  # a new anchor
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert out == ""  # nothing reported twice

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine.records import Outcome, new_event
@@ -244,3 +244,184 @@ def test_mapping_table_through_the_log(tmp_path: Path) -> None:
             finally:
                 con.close()
             assert (o.event.id in found) is (want != negate), (text, found)
+
+
+# --- correlations: the SQL windows against `queries.sigma_correlation.correlate` ----------
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+# offsets in seconds: many pairs exactly 1, 2 or 5 s apart (the timespans), ties, and near misses
+OFFSETS = [0, 0, 0.5, 1, 1, 1.000001, 2, 3, 4.999999, 5, 6, 7]
+SPANS = ["1s", "2s", "5s", "1m"]
+GROUP_FIELDS = ["SessionId", "User", "CommandLine", "TargetFilename", "tool_input.title", "Blocked"]
+KIND_NAMES = ["event_count", "value_count", "temporal", "temporal_ordered"]
+
+
+def us(t: datetime) -> int:
+    return (t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+@st.composite
+def base_rule(draw: Any, i: int, vocab: list[str]) -> str:
+    word = draw(vocab_text(vocab))
+    det = draw(
+        st.sampled_from(
+            [
+                "{ToolName: Bash}",
+                "{Decision: deny}",
+                "{EventName: PreToolUse}",
+                f"{{CommandLine|contains: {json.dumps(word)}}}",
+                f"{{TargetFilename|contains: {json.dumps(word)}}}",
+                "{ToolName: [Read, Write]}",
+            ]
+        )
+    )
+    neg = draw(st.sampled_from(["s", "s", "s", "not s"]))
+    return (
+        f"title: r{i}\nname: r{i}\nlogsource: {{product: claude_code}}\n"
+        f"detection:\n  s: {det}\n  condition: {neg}\n"
+    )
+
+
+@st.composite
+def correlation(draw: Any, n_rules: int) -> str:
+    kind = draw(st.sampled_from(KIND_NAMES))
+    refs = draw(st.lists(st.integers(0, n_rules - 1), min_size=1, max_size=3))
+    group = draw(st.lists(st.sampled_from(GROUP_FIELDS), max_size=2, unique=True))
+    lines = [
+        "title: c",
+        "correlation:",
+        f"  type: {kind}",
+        f"  rules: {json.dumps([f'r{k}' for k in refs])}",
+        f"  timespan: {draw(st.sampled_from(SPANS))}",
+    ]
+    if group and draw(st.integers(0, 3)) == 0:  # an alias: another field for the first rule
+        alias_field = draw(st.sampled_from(GROUP_FIELDS))
+        mapping = {f"r{refs[0]}": alias_field} | {f"r{k}": group[0] for k in refs[1:]}
+        lines.append(f"  aliases: {{who: {json.dumps(mapping)}}}")
+        group = ["who", *group[1:]]
+    if group:
+        lines.append(f"  group-by: {json.dumps(group)}")
+    op = draw(st.sampled_from(["gt", "gte", "lt", "lte", "eq", "neq"]))
+    count = draw(st.integers(0, 4))
+    if kind == "value_count":
+        field = draw(st.sampled_from([*GROUP_FIELDS, "Decision"]))
+        lines.append(f"  condition: {{{op}: {count}, field: {field}}}")
+    elif kind == "temporal" and len(set(refs)) == len(refs) and draw(st.integers(0, 2)) == 0:
+        names = [f"r{k}" for k in refs]
+        expr = names[0]
+        for nm in names[1:]:
+            expr = f"{expr} {draw(st.sampled_from(['and', 'or', 'and not']))} {nm}"
+        lines.append(f"  condition: {json.dumps(expr)}")
+    elif kind in ("event_count", "value_count") or draw(st.booleans()):
+        lines.append(f"  condition: {{{op}: {count}}}")
+    return "\n".join(lines) + "\n"
+
+
+@st.composite
+def timed_outcome(draw: Any, vocab: list[str]) -> Outcome:
+    TEXT = vocab_text(vocab)
+    tool = draw(st.sampled_from(["Bash", "Bash", "Read", "Write", "WebFetch"]))
+    ti: dict[str, Any] = {}
+    if draw(st.integers(0, 3)):
+        ti["command" if tool == "Bash" else "file_path"] = draw(TEXT)
+    if draw(st.booleans()):
+        ti["title"] = draw(st.sampled_from(["t1", "T1", "t2"]) | st.integers(0, 1) | st.booleans())
+    event = draw(st.sampled_from(["PreToolUse"] * 3 + ["PostToolUse"]))
+    payload: dict[str, Any] = {
+        "hook_event_name": event,
+        "session_id": draw(st.sampled_from(["s1", "s2"])),
+        "tool_name": tool,
+        "tool_input": ti,
+    }
+    decision = draw(st.sampled_from(["allow", "deny", "deny", None]))
+    ts = T0 + timedelta(seconds=draw(st.sampled_from(OFFSETS)))
+    ev = new_event(payload, host="h", user=draw(st.sampled_from(["", "Alice"])), ts=ts)
+    return Outcome(event=ev, settings_id="sid", decision=decision, blocked=decision == "deny")
+
+
+def python_hits(d: Path, c: Any) -> set[tuple[Any, ...]]:
+    from queries.sigma_correlation import correlate
+
+    events = [
+        (o.event.id, us(o.event.ts), event_fields(o))
+        for o in iter_outcomes(d)
+        if o.replay_id is None
+    ]
+    return {(h.anchor, h.key, h.count, h.first_us, h.events) for h in correlate(c, events)}
+
+
+def sql_hits(d: Path, c: Any, **kw: Any) -> set[tuple[Any, ...]]:
+    from queries.sigma_correlation_duckdb import detect_correlations
+
+    con = open_db(d)
+    try:
+        found = detect_correlations(con, [c], **kw)
+    finally:
+        con.close()
+    return {(m.id, tuple(v for _, v in m.group), m.count, us(m.first), m.events) for m in found}
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_correlations_in_sql_agree_with_the_python_matcher(data: Any) -> None:
+    """Same hits (anchor, group, count, first time, window events) from both, over windows
+    with events exactly `timespan` apart, ties, missing group-by fields, several rules."""
+    from queries.sigma_correlation import load_rule_set
+
+    vocab = data.draw(st.lists(TEXT.filter(bool), min_size=1, max_size=3), label="vocabulary")
+    n = data.draw(st.integers(1, 3), label="rules")
+    texts = [data.draw(base_rule(i, vocab), label=f"r{i}") for i in range(n)]
+    texts.append(data.draw(correlation(n), label="correlation"))
+    outcomes = data.draw(st.lists(timed_outcome(vocab), min_size=1, max_size=12), label="log")
+    (c,) = load_rule_set([("---\n".join(texts), "c.yml")]).correlations
+    d = Path(tempfile.mkdtemp(prefix="detect-corr-"))
+    with LogWriter.open(d, "w1") as w:
+        w.append_batch(outcomes)
+    want = python_hits(d, c)
+    event(f"{c.kind}: {'hits' if want else 'no hit'}")
+    assert sql_hits(d, c) == want, (texts, [(o.event.ts, o.event.payload) for o in outcomes])
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_follow_turns_find_what_one_pass_finds(data: Any) -> None:
+    """`--follow`'s second turn (anchors from the earliest new event on, windows reaching
+    back a timespan) adds to the first what one pass over the whole log finds: exactly that
+    when events arrive in time order, at least that when some arrive late."""
+    from queries.sigma_correlation import load_rule_set
+
+    vocab = data.draw(st.lists(TEXT.filter(bool), min_size=1, max_size=3), label="vocabulary")
+    n = data.draw(st.integers(1, 2), label="rules")
+    texts = [data.draw(base_rule(i, vocab), label=f"r{i}") for i in range(n)]
+    texts.append(data.draw(correlation(n), label="correlation"))
+    outcomes = data.draw(st.lists(timed_outcome(vocab), min_size=2, max_size=10), label="log")
+    in_order = data.draw(st.booleans(), label="in time order")
+    if in_order:
+        outcomes.sort(key=lambda o: o.event.ts)
+    cut = data.draw(st.integers(1, len(outcomes) - 1), label="cut")
+    (c,) = load_rule_set([("---\n".join(texts), "c.yml")]).correlations
+    d = Path(tempfile.mkdtemp(prefix="detect-follow-"))
+    with LogWriter.open(d, "w1") as w:
+        w.append_batch(outcomes[:cut])
+    first = sql_hits(d, c)
+    with LogWriter.open(d, "w1") as w:
+        w.append_batch(outcomes[cut:])
+    new_from = min(o.event.ts for o in outcomes[cut:])
+    second = sql_hits(d, c, new_from=new_from)
+    whole = python_hits(d, c)
+    # a hit is named by (anchor, group); its count may differ between turns
+    seen = {h[:2] for h in first} | {h[:2] for h in second}
+    assert {h[:2] for h in whole} <= seen
+    if in_order or c.op in ("gt", "gte"):
+        final = {h[:2]: h for h in first} | {h[:2]: h for h in second}
+        assert set(final.values()) >= whole
+        if in_order:
+            assert set(final.values()) == whole
