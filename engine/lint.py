@@ -8,6 +8,7 @@ Rules of this file:
   a typo in a key (`"hook":`, `"comand"`), an unknown event or hook type, an `if` rule
   that cannot match anything, an invalid matcher regex, a malformed entry Claude Code
   would skip, a python hook whose file or function is missing. Style is not linted.
+- Python hooks' files and modules are checked by `engine.lint_python`.
 - `lint_text` adds the JSON decoding; `lint_path` the reading. The CLI (`hookaudit lint`,
   and `--strict` on eval, worker and replay) is in `hookaudit/lint_cmd.py`.
 
@@ -18,19 +19,17 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import difflib
 import json
-import os
 import re
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import msgspec
 
 from engine.errors import SettingsError
 from engine.events import CATALOG
+from engine.lint_python import FILESYSTEM, Add, Probe, lint_callable
 from engine.match import parse_rule
 from engine.settings import (
     AgentHook,
@@ -43,7 +42,7 @@ from engine.settings import (
     parse_settings,
 )
 
-__all__ = ["Finding", "Probe", "lint", "lint_path", "lint_specs", "lint_text", "refusal"]
+__all__ = ["Finding", "lint", "lint_path", "lint_specs", "lint_text", "refusal"]
 
 
 _ONE_LINE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
@@ -64,36 +63,6 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True):
             lambda m: repr(m.group())[1:-1], f"{where}: {self.message} [{self.kind}]"
         )
 
-
-@dataclass(frozen=True)
-class Probe:
-    """What lint asks the filesystem: a file's text (None: unreadable), a module's source."""
-
-    read_text: Callable[[str], str | None]
-    module_source: Callable[[str], str | None]  # dotted name -> its source file, or None
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read(4 * 1024 * 1024)
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-
-
-def _module_source(name: str) -> str | None:
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError, AttributeError):
-        return None
-    if spec is None:
-        return None
-    return spec.origin if spec.origin and spec.origin.endswith(".py") else "<built-in>"
-
-
-FILESYSTEM = Probe(read_text=_read, module_source=_module_source)
 
 _HOOK_KEYS = {
     "command": CommandHook,
@@ -181,9 +150,6 @@ def _json_type(v: object) -> str:
     )
 
 
-Add = Callable[[str, str, str], None]
-
-
 def _lint_event(event: str, groups: object, file: str, probe: Probe, add: Add) -> None:
     path = f"hooks.{event}"
     if event not in CATALOG:
@@ -241,7 +207,7 @@ def _lint_hook(
     if isinstance(rule, str):
         _lint_if(rule, f"{path}.if", tool_event, event, add)
     if kind == "python" and isinstance(hook.get("callable"), str):
-        _lint_callable(str(hook["callable"]), f"{path}.callable", file, probe, add)
+        lint_callable(str(hook["callable"]), f"{path}.callable", file, probe, add)
 
 
 def _lint_if(rule: str, path: str, tool_event: bool, event: str, add: Add) -> None:
@@ -267,58 +233,6 @@ def _unescaped(text: str, ch: str) -> int:
         n += text[i] == ch
         i += 1
     return n
-
-
-def _lint_callable(spec: str, path: str, file: str, probe: Probe, add: Add) -> None:
-    module, sep, attr = spec.rpartition(":")
-    if not sep or not module or not attr:
-        return  # the parser reports the form
-    if module.endswith(".py"):
-        where = (
-            module
-            if os.path.isabs(module)
-            else os.path.join(os.path.dirname(os.path.abspath(file)), module)
-        )
-        source = probe.read_text(where)
-        if source is None:
-            add(
-                path,
-                "python-missing",
-                f"{where}: no such file (or unreadable): the hook fails when it runs",
-            )
-            return
-    else:
-        origin = probe.module_source(module)
-        if origin is None:
-            add(path, "python-missing", f"module {module!r} not found: the hook fails when it runs")
-            return
-        source = probe.read_text(origin) if origin != "<built-in>" else None
-        if source is None:
-            return  # a compiled or namespace module: its names cannot be read without importing it
-    defined = _top_level_names(source)
-    if defined is None:
-        add(path, "python-missing", f"{module}: not valid Python: the hook fails when it runs")
-    elif "*" not in defined and attr.split(".", 1)[0] not in defined:
-        add(path, "python-missing", f"{module} defines no {attr!r}: the hook fails when it runs")
-
-
-def _top_level_names(source: str) -> set[str] | None:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {t.id for t in targets if isinstance(t, ast.Name)}
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
-            names.add("*")  # names bound conditionally: not read without importing
-    return names
 
 
 def _parse_findings(

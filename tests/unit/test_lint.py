@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.lint import Probe, lint, lint_path, lint_text
+from engine.lint import lint, lint_path, lint_text
+from engine.lint_python import Probe
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,6 @@ TO_SPLIT: dict[str, tuple[int, str]] = {
     "ingest/log/writer.py": (501, "recovery | append | roll/seal scheduling"),
     "ingest/fastemit.py": (416, "the stdlib client | the wire format (edge)"),
     "ingest/siem/view.py": (405, "the view | severity and kinds"),
-    "engine/lint.py": (402, "findings | the refusal text"),
 }
 
 
