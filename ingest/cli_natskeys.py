@@ -10,7 +10,7 @@ from ingest.protocol import default_data_dir
 
 __all__ = ["creds_cmd", "keys_cmd"]
 
-_ROLES = ["emitter", "worker", "siem", "analyst"]
+_ROLES = ["emitter", "worker", "siem", "analyst", "replay", "replay-join"]
 
 
 @click.command("keys")
@@ -35,7 +35,8 @@ def keys_cmd(directory: Path, emitters: tuple[str, ...]) -> None:
     Existing seeds are kept (run it again to rewrite users.conf). users.conf holds only
     public keys: include it from the server config (infra/nats/auth.conf does). Hand each
     seed only to the hosts of its role: `--nkey DIR/emitter.nk` for emit and serve,
-    `DIR/worker.nk` for workers, `DIR/siem.nk` for siem, `DIR/analyst.nk` for status.
+    `DIR/worker.nk` for workers, `DIR/siem.nk` for siem, `DIR/analyst.nk` for status,
+    `DIR/replay.nk` for `replay --distribute`, `DIR/replay-join.nk` for its `replay-join` jobs.
     reply.nk is the workers' decision-signing seed (`worker --reply-key`); give its
     reply.pub to emitters (`--worker-key` or HOOKAUDIT_WORKER_KEY).
 

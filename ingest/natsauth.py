@@ -16,11 +16,21 @@ worker    consume HOOK_EVENTS, publish outcomes and replies, provision the strea
           not purge or delete a stream or its messages.
 siem      read HOOK_OUTCOMES through a durable consumer of its own, and ack it.
 analyst   read-only: stream and consumer info, message get. Used by `nats status`.
+replay    the coordinator of a distributed replay (`replay --distribute`): create the
+          ``HOOK_REPLAY`` work-queue stream, a consumer on it per replay (and delete or
+          purge those), queue the segments, answer the jobs (``hookaudit.replay.*``:
+          responses only). No access to the hook streams.
+replay-   a job of a distributed replay (`replay-join`): take, ack and hold work from a
+join      ``HOOK_REPLAY`` consumer, ask the coordinator. Cannot create, change or delete a
+          stream or consumer, nor answer a job as the coordinator would.
 ========  ==============================================================================
+
+Every role but worker, siem and analyst subscribes only under its own inbox
+(`inbox_prefix`): one key cannot read another's replies.
 
 Example:
     >>> ROLES
-    ('emitter', 'worker', 'siem', 'analyst')
+    ('emitter', 'worker', 'siem', 'analyst', 'replay', 'replay-join')
 """
 
 from __future__ import annotations
@@ -49,10 +59,16 @@ __all__ = [
     "write_private",
 ]
 
-Role = Literal["emitter", "worker", "siem", "analyst"]
+Role = Literal["emitter", "worker", "siem", "analyst", "replay", "replay-join"]
 
 #: The roles, in the order a config lists them.
-ROLES: tuple[Role, ...] = ("emitter", "worker", "siem", "analyst")
+ROLES: tuple[Role, ...] = ("emitter", "worker", "siem", "analyst", "replay", "replay-join")
+
+#: The names of distributed replay (`replay.workqueue`): one work-queue stream for every
+#: replay, a consumer ``REPLAY_<id>`` each, requests ``hookaudit.replay.<id>.<what>``.
+#: (A NATS wildcard stands for whole tokens only, so the stream name is fixed.)
+REPLAY_STREAM = "HOOK_REPLAY"
+REPLAY_SUBJECTS = "hookaudit.replay.*"
 
 _NO_DESTROY = [
     "$JS.API.STREAM.PURGE.>",
@@ -60,7 +76,8 @@ _NO_DESTROY = [
     "$JS.API.STREAM.MSG.DELETE.>",
 ]
 
-Permissions = dict[str, dict[str, list[str]]]
+#: publish/subscribe -> allow/deny -> subjects; and ``allow_responses: True`` (replay only)
+Permissions = dict[str, dict[str, list[str]] | bool]
 
 
 def _names(prefix: str) -> tuple[str, str, str, str]:
@@ -124,6 +141,8 @@ def permissions(
             ]
     if role == "emitter":
         return {"publish": {"allow": pub}, "subscribe": {"allow": [f"{inbox}.>"]}}
+    if role in ("replay", "replay-join"):
+        return _replay_permissions(role, inbox)
     inbox_any: Permissions = {"subscribe": {"allow": ["_INBOX.>"]}}
     if role == "worker":
         allow = ["$JS.API.>", *pub, "_INBOX.>"]
@@ -142,6 +161,40 @@ def permissions(
         "$JS.API.CONSUMER.INFO.*.*",
     ]
     return {"publish": {"allow": analyst}, **inbox_any}
+
+
+def _replay_permissions(role: Role, inbox: str) -> Permissions:
+    """A distributed replay's two roles; no deployment prefix: each replay's names carry
+    its own id. The coordinator answers the jobs' requests by ``allow_responses`` (only to
+    a request it received, once), never by publishing to inboxes at large."""
+    st, subj = REPLAY_STREAM, REPLAY_SUBJECTS
+    asks = [f"{subj}.join", f"{subj}.firsts", f"{subj}.result", f"{subj}.alive"]
+    own = {"subscribe": {"allow": [f"{inbox}.>"]}}
+    if role == "replay-join":
+        allow = [
+            f"$JS.API.CONSUMER.INFO.{st}.*",
+            f"$JS.API.CONSUMER.MSG.NEXT.{st}.*",
+            f"$JS.ACK.{st}.>",
+            *asks,
+        ]
+        return {"publish": {"allow": allow}, **own}
+    allow = [
+        "$JS.API.INFO",
+        f"$JS.API.STREAM.CREATE.{st}",
+        f"$JS.API.STREAM.INFO.{st}",
+        f"$JS.API.STREAM.PURGE.{st}",  # what a failed replay leaves of its own subject
+        f"$JS.API.CONSUMER.CREATE.{st}.>",
+        f"$JS.API.CONSUMER.DURABLE.CREATE.{st}.*",
+        f"$JS.API.CONSUMER.INFO.{st}.*",
+        f"$JS.API.CONSUMER.DELETE.{st}.*",
+        f"{subj}.segs",
+    ]
+    listen = [*asks, f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{st}.*", f"{inbox}.>"]
+    return {
+        "publish": {"allow": allow},
+        "subscribe": {"allow": listen},
+        "allow_responses": True,
+    }
 
 
 _SEED_SUFFIX = ".nk"

@@ -204,6 +204,12 @@ def _fail(message: str) -> None:
     help="Run the jobs as `hookaudit replay-join` processes (any machine that sees the same "
     "log) taking segments from a JetStream work queue on --nats; prints the join command.",
 )
+@click.option("--ack-wait", type=click.FloatRange(1, 3600), default=30.0, show_default=True,
+              help="With --distribute: seconds a job may stay silent before the segments it "
+              "holds go to another job (one that died is re-run).")  # fmt: skip
+@click.option("--job-timeout", type=click.FloatRange(2, 86400), default=600.0,
+              show_default=True, help="With --distribute: fail after this many seconds "
+              "without progress from any job (must exceed --ack-wait).")  # fmt: skip
 @nats_options
 def replay_cmd(
     settings: tuple[str, ...], since: str | None, until: str | None, session: str | None,

@@ -2,7 +2,9 @@
 
 The work queue itself is `replay.workqueue`; this file connects to NATS with the shared
 flags (`ingest.natsopts`, the one place replay takes them: see pyproject's import
-contracts) and wraps `replay.workqueue.join` as a command.
+contracts) and wraps `replay.workjob.join` as a command. The coordinator connects with the
+``replay`` role's key, a job with ``replay-join``'s (`ingest.natsauth`): on the data dir's
+embedded server by themselves, else with the flags given.
 
 Example:
     $ hookaudit replay-join --replay-id 0190c3a2-… --nats nats://nats:4222 --data-dir /mnt/log
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -28,23 +30,27 @@ def nats_options(f: Any) -> Any:
     return shared(f)
 
 
-def _connect(data_dir: Path, kw: dict[str, Any]) -> Any:
+def _connect(data_dir: Path, kw: dict[str, Any], role: Literal["replay", "replay-join"]) -> Any:
+    """`--nats` and its credentials, else the data dir's embedded server with `role`'s key."""
     from ingest.natsopts import NatsArgs, connect_options
 
-    args = NatsArgs.pop(kw)
-    if args.nats_url is None:
-        raise click.UsageError("--distribute and replay-join need --nats (or HOOKAUDIT_NATS_URL)")
-    options = connect_options(args, data_dir, "worker")
+    options = connect_options(NatsArgs.pop(kw), data_dir, role)
     return options.connect
 
 
 def start_coordinator(data_dir: Path, replay_id: str, kw: dict[str, Any]) -> Any:
+    """The `replay.workqueue.Coordinator` of ``replay --distribute`` (pops its options)."""
     from replay.workqueue import Coordinator
 
-    connect = _connect(data_dir, kw)
+    ack_wait, timeout = kw.pop("ack_wait"), kw.pop("job_timeout")
+    if timeout <= ack_wait:
+        raise click.BadParameter(f"{timeout:g} s is not more than --ack-wait {ack_wait:g} s",
+                                 param_hint="--job-timeout")  # fmt: skip
+    connect = _connect(data_dir, kw, "replay")
     click.echo(f"replay {replay_id}: start jobs with: hookaudit replay-join --replay-id "
                f"{replay_id} --nats URL [--data-dir DIR]", err=True)  # fmt: skip
-    return Coordinator(connect, on_event=lambda m: click.echo(f"replay: {m}", err=True))
+    return Coordinator(connect, timeout=timeout, ack_wait=ack_wait,
+                       on_event=lambda m: click.echo(f"replay: {m}", err=True))  # fmt: skip
 
 
 @click.command("replay-join")
@@ -62,17 +68,18 @@ def start_coordinator(data_dir: Path, replay_id: str, kw: dict[str, Any]) -> Any
 @nats_options
 def replay_join_cmd(replay_id: str, data_dir: Path | None, timeout: float, **kw: Any) -> None:
     """Be one job of a distributed replay: take segments from its JetStream work queue
-    until none is left, then send the result to the coordinator. Start as many as you
-    like, on any machine that sees the same log (the same files, or shipped segments).
+    and send their results to the coordinator, until the replay is closed (segments of a
+    job that died come back meanwhile). Start as many as you like, on any machine that
+    sees the same log (the same files, or shipped segments).
 
     \b
     Example:
       hookaudit replay-join --replay-id 0190c3a2-… --nats nats://nats:4222 --data-dir /mnt/log
     """
     from hookaudit.options import default_data_dir
-    from replay.workqueue import join
+    from replay.workjob import join
 
-    connect = _connect(data_dir or default_data_dir(), kw)
+    connect = _connect(data_dir or default_data_dir(), kw, "replay-join")
     try:
         taken = join(connect, replay_id, data_dir=str(data_dir) if data_dir else None,
                      timeout=timeout)  # fmt: skip

@@ -1,26 +1,43 @@
 """Distributed replay: jobs in separate processes (standing for machines) take segments from
 a JetStream work queue on a real nats-server; the report and its digest do not depend on
-how many jobs there are."""
+how many jobs there are, nor on a job that dies or hangs mid-run (its segments are
+delivered again to another job and counted once). On the authenticated embedded server the
+coordinator and the jobs run with their own roles (replay, replay-join); other keys are
+refused in one line."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from ingest import embedded
 from ingest.log import LogWriter
+from ingest.natsauth import auth_dir
 from tests.conftest import NatsServer
 from tests.integration.test_log_contract import make
 
 BIN = Path(sys.executable).parent
 HOOKS = """
+import os
+import pathlib
 import time
 
+HERE = pathlib.Path(__file__).parent
+
 def slow(event):
+    (HERE / f"ran.{os.getpid()}").touch()  # this process has begun evaluating
+    if os.environ.get("REPLAY_TEST_VICTIM"):
+        time.sleep(120)  # the victim hangs in its first segment until the test kills it
     time.sleep(0.004)  # a few ms an event: the jobs' shares of the work overlap in time
     return {"decision": "block", "reason": "new policy"} if "/1" in str(event) else None
 """
@@ -57,8 +74,31 @@ def replay_cmd(data: Path, policy: Path, *extra: str) -> list[str]:
 SAME = ("digest", "events", "selected", "changed", "counterfactual", "transitions")
 
 
-def distributed(data: Path, policy: Path, url: str, jobs: int) -> tuple[dict[str, Any], list[str]]:
-    coord = subprocess.Popen(replay_cmd(data, policy, "--distribute", "--nats", url),
+def env(victim: bool = False) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKAUDIT_", "REPLAY_TEST"))}
+    return {**e, "REPLAY_TEST_VICTIM": "1"} if victim else e
+
+
+def join_cmd(replay_id: str, *extra: str) -> list[str]:
+    return [str(BIN / "hookaudit"), "replay-join", "--replay-id", replay_id, "--timeout", "60",
+            *extra]  # fmt: skip
+
+
+def distributed(
+    data: Path,
+    policy: Path,
+    jobs: int,
+    nats: tuple[str, ...] = (),
+    *,
+    coord_extra: tuple[str, ...] = (),
+    victims: int = 0,
+    meanwhile: Callable[[str, list[subprocess.Popen[str]]], None] | None = None,
+) -> tuple[dict[str, Any], list[str], str]:
+    """The report of a replay run by `jobs` replay-join processes (the first `victims` of
+    them hang in their first segment); `meanwhile(replay_id, joiners)` runs once they are
+    started. Returns the report, each surviving job's last stderr line, the coordinator's
+    stderr."""
+    coord = subprocess.Popen(replay_cmd(data, policy, "--distribute", *nats, *coord_extra),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     joiners: list[subprocess.Popen[str]] = []
     try:
@@ -66,47 +106,192 @@ def distributed(data: Path, policy: Path, url: str, jobs: int) -> tuple[dict[str
         line = coord.stderr.readline()
         m = re.search(r"--replay-id (\S+)", line)
         assert m, line
-        argv = [str(BIN / "hookaudit"), "replay-join", "--replay-id", m.group(1),
-                "--nats", url, "--timeout", "60"]  # fmt: skip
         joiners = [
-            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for _ in range(jobs)
-        ]
+            subprocess.Popen(join_cmd(m.group(1), *nats), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env(k < victims))
+            for k in range(jobs)
+        ]  # fmt: skip
+        if meanwhile is not None:
+            meanwhile(m.group(1), joiners)
         out, err = coord.communicate(timeout=180)
         assert coord.returncode == 0, err
         said = []
-        for j in joiners:
+        for j in joiners[victims:]:
             _, jerr = j.communicate(timeout=60)
             assert j.returncode == 0, jerr
-            said.append(jerr.strip())
-        return json.loads(out), said
+            said.append(jerr.strip().splitlines()[-1])
+        return json.loads(out), said, err
     finally:
-        for p in (coord, *joiners):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        reap(coord, *joiners)
+
+
+def reap(*procs: subprocess.Popen[str] | None) -> None:
+    """Kill what still runs (a stopped process too) and close every pipe."""
+    for p in procs:
+        if p is None:
+            continue
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for stream in (p.stdout, p.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def local(data: Path, policy: Path) -> dict[str, Any]:
+    done = subprocess.run(replay_cmd(data, policy), capture_output=True, text=True, timeout=180,
+                          env=env())  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def taken(said: str) -> int:
+    m = re.search(r"read (\d+) segment", said)
+    assert m, said
+    return int(m.group(1))
+
+
+def wait_for(what: Callable[[], bool], seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not what():
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.1)
 
 
 def test_two_job_processes_give_the_report_of_one(nats_server: NatsServer, tmp_path: Path) -> None:
     data = tmp_path / "data"
     records = write_log(data)
     policy = settings(tmp_path)
-    local = subprocess.run(replay_cmd(data, policy), capture_output=True, text=True, timeout=180)
-    assert local.returncode == 0, local.stderr
-    one = json.loads(local.stdout)
+    one = local(data, policy)
     assert one["events"] == records and one["changed"] > 0
 
+    url = ("--nats", nats_server.url)
     started = time.perf_counter()
-    two, said = distributed(data, policy, nats_server.url, 2)
+    two, said, _ = distributed(data, policy, 2, url)
     seconds = time.perf_counter() - started
-    taken = [int(re.search(r"read (\d+) segment", s).group(1)) for s in said]  # type: ignore[union-attr]
-    assert sum(taken) == 13 + 4  # 13 segments, the last 4 sealed ones in halves
-    assert all(t > 0 for t in taken), said  # both processes did part of the work
-    single, said1 = distributed(data, policy, nats_server.url, 1)
+    shares = [taken(s) for s in said]
+    assert sum(shares) == 13 + 4  # 13 segments, the last 4 sealed ones in halves
+    assert all(t > 0 for t in shares), said  # both processes did part of the work
+    single, said1, _ = distributed(data, policy, 1, url)
     assert "read 17 segment(s)" in said1[0]
     for key in SAME:
         assert two[key] == one[key] == single[key], key
     print(
-        f"distributed replay: {records} events; 2 jobs took {taken} of 17 work items "
+        f"distributed replay: {records} events; 2 jobs took {shares} of 17 work items "
         f"({seconds:.1f} s with start-up), 1 job 17; digest {one['digest'][:12]}… the same"
     )
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
+def test_a_job_that_dies_or_hangs_mid_segment_is_run_again_and_counted_once(
+    nats_server: NatsServer, tmp_path: Path, how: signal.Signals
+) -> None:
+    data = tmp_path / "data"
+    records = write_log(data)
+    policy = settings(tmp_path)
+    one = local(data, policy)
+    for f in tmp_path.glob("ran.*"):
+        f.unlink()
+    stopped: list[subprocess.Popen[str]] = []
+
+    def strike(_rid: str, joiners: list[subprocess.Popen[str]]) -> None:
+        victim = joiners[0]
+        wait_for(lambda: (tmp_path / f"ran.{victim.pid}").exists())  # holding a segment
+        victim.send_signal(how)  # SIGSTOP: alive, silent, never answers
+        stopped.append(victim)
+
+    url = ("--nats", nats_server.url)
+    wait = ("--ack-wait", "3", "--job-timeout", "120")
+    try:
+        got, said, err = distributed(data, policy, 2, url, coord_extra=wait, victims=1,
+                                     meanwhile=strike)  # fmt: skip
+    finally:
+        reap(*stopped)
+    survivor = taken(said[0])
+    # the victim's segments came back to the survivor (in the part it was running, or in
+    # a part of its own after it had reported)
+    assert survivor >= 17, (said, err)
+    for key in SAME:
+        assert got[key] == one[key], key
+    assert got["events"] == records
+    print(
+        f"distributed replay, one of 2 jobs {how.name} mid-segment: the survivor read "
+        f"{survivor} of 17 work items; events {got['events']} of {records}, "
+        f"digest {got['digest'][:12]}… the local one"
+    )
+
+
+def test_a_replay_whose_jobs_make_no_progress_fails_in_one_line(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """Its only job hangs in a hook while its process lives (it keeps its segments): the
+    coordinator gives up after --job-timeout without progress, in one line."""
+    data = tmp_path / "data"
+    write_log(data)
+    policy = settings(tmp_path)
+    cmd = replay_cmd(data, policy, "--distribute", "--nats", nats_server.url,
+                     "--ack-wait", "2", "--job-timeout", "8")  # fmt: skip
+    coord = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job: subprocess.Popen[str] | None = None
+    try:
+        assert coord.stderr is not None
+        m = re.search(r"--replay-id (\S+)", coord.stderr.readline())
+        assert m
+        job = subprocess.Popen(join_cmd(m.group(1), "--nats", nats_server.url),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env(victim=True))  # fmt: skip
+        out, err = coord.communicate(timeout=180)
+    finally:
+        reap(coord, job)
+    assert coord.returncode == 1 and not out
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err, err
+    assert re.fullmatch(r"hookaudit replay: replay jobs made no progress for 8 s \(0 of 17 "
+                        r"segment\(s\) done; waiting for job\(s\) none reported\)", last), err  # fmt: skip
+    print(f"no progress: {last}")
+
+
+def test_roles_on_the_authenticated_embedded_server(tmp_path: Path) -> None:
+    """The coordinator and its jobs use the data dir's embedded server with their own role
+    keys (no --nats); the worker's key cannot join, the job's key cannot coordinate."""
+    data = tmp_path / "data"
+    write_log(data)
+    policy = settings(tmp_path)
+    one = local(data, policy)
+    srv = embedded.start_embedded(data, auth=True)
+    keys = auth_dir(data)
+    try:
+        refusals: list[str] = []
+
+        def wrong_key_first(rid: str, _joiners: list[subprocess.Popen[str]]) -> None:
+            p = subprocess.run(
+                join_cmd(rid, "--nats", srv.url, "--nkey", str(keys / "worker.nk")),
+                capture_output=True, text=True, timeout=120, env=env(),
+            )  # fmt: skip
+            assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+            refusals.append(p.stderr.strip().splitlines()[-1])
+
+        got, said, _ = distributed(data, policy, 2, ("--data-dir", str(data)),
+                                   meanwhile=wrong_key_first)  # fmt: skip
+        for key in SAME:
+            assert got[key] == one[key], key
+        assert sum(taken(s) for s in said) == 17
+        (refusal,) = refusals
+        assert re.fullmatch(r"hookaudit replay-join: NATS refused this replay job: permissions "
+                            r"violation for publish to \S+\.join\"? \(it needs the replay-join "
+                            r"role's key\)", refusal, re.I), refusal  # fmt: skip
+        coord = subprocess.run(
+            replay_cmd(data, policy, "--distribute", "--nats", srv.url, "--nkey",
+                       str(keys / "replay-join.nk")),
+            capture_output=True, text=True, timeout=120, env=env(),
+        )  # fmt: skip
+        assert coord.returncode == 1
+        last = coord.stderr.strip().splitlines()[-1]
+        assert "Traceback" not in coord.stderr
+        assert re.fullmatch(r"hookaudit replay: NATS refused the coordinator: permissions "
+                            r"violation for publish to \S+STREAM\.CREATE\S+ \(it needs the "
+                            r"replay role's key\)", last, re.I), coord.stderr  # fmt: skip
+        print(f"roles: wrong join key -> {refusal!r}; wrong coordinator key -> {last!r}")
+    finally:
+        embedded.stop_embedded(data)
