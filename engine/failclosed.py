@@ -1,7 +1,10 @@
 """Fail closed means closed: what a hook process answers when it cannot decide.
 
 Rules of this file:
-- Stdlib only (`hookaudit emit` imports it on every tool call, before anything else).
+- Stdlib only (`hookaudit emit` imports it on every tool call, before anything else; the
+  fast emit, `ingest/fastemit.py`, imports it when its relay fails).
+- One wording: `closed_reason` (blocked) and `open_reason` (proceeding) are the only
+  places the fail modes' text is written.
 - A hook that fails closed and cannot reach a decision (bad input, an internal error,
   an exception anywhere, even while the interpreter exits) exits 2 with a one-line
   reason on stderr: Claude Code then blocks every event that can be blocked (a
@@ -22,7 +25,15 @@ import os
 import sys
 from types import TracebackType
 
-__all__ = ["armed", "closed_answer", "closed_reason", "exit_now", "guard_process", "one_line"]
+__all__ = [
+    "armed",
+    "closed_answer",
+    "closed_reason",
+    "exit_now",
+    "guard_process",
+    "one_line",
+    "open_reason",
+]
 
 #: The program name of a process whose hook fails closed (set by `guard_process`).
 _ARMED: list[str] = []
@@ -57,6 +68,15 @@ def closed_reason(reason: str, prog: str = "hookaudit") -> str:
     'hookaudit: timed out; blocked because the hook fails closed'
     """
     return f"{prog}: {reason}; blocked because the hook fails closed"
+
+
+def open_reason(reason: str, prog: str = "hookaudit emit") -> str:
+    """THE wording of going on without a decision because the hook fails open.
+
+    >>> open_reason("relay down")
+    'hookaudit emit: relay down; proceeding (--fail open)'
+    """
+    return f"{prog}: {reason}; proceeding (--fail open)"
 
 
 def closed_answer(reason: str, prog: str = "hookaudit") -> tuple[str, str, int]:

@@ -134,7 +134,7 @@ def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
     Example:
       echo '{"hook_event_name":"Stop","session_id":"s1"}' | hookaudit emit --nats nats://127.0.0.1:4222
     """
-    from engine.failclosed import closed_answer, guard_process, one_line
+    from engine.failclosed import closed_answer, guard_process, one_line, open_reason
 
     closed = fail == "closed"
     # Whatever escapes below (even at exit) blocks when failing closed, never exit 1.
@@ -146,7 +146,7 @@ def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
         if closed:
             out, err, code = closed_answer(why, "hookaudit emit")
         else:
-            out, err, code = "", f"hookaudit emit: {why}; proceeding (--fail open)", 0
+            out, err, code = "", open_reason(why), 0
         _write(sys.stdout, out)
         _write(sys.stderr, err)
         _exit(code)

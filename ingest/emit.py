@@ -34,6 +34,7 @@ import msgspec
 
 from engine.errors import HookauditError, InvalidEvent, PublishUncertain, Unavailable
 from engine.events import is_known, spec
+from engine.failclosed import closed_reason, open_reason
 from engine.payload import MAX_EVENT_BYTES, parse_payload
 from engine.records import (
     Fallback,
@@ -115,17 +116,12 @@ def fail_result(event_name: str, fail: FailMode, reason: str, *, status: str) ->
         0
     """
     if fail == "open":
-        return Result(status, stderr=f"hookaudit emit: {reason}; proceeding (--fail open)")
-    why = f"hookaudit: {reason}; blocked because the hook fails closed"
+        return Result(status, stderr=open_reason(reason))
+    why = closed_reason(reason)
     if event_name == "PreToolUse":
-        out = {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "deny",
-                "permissionDecisionReason": why,
-            }
-        }
-        text = json.dumps(out, separators=(",", ":"))
+        from engine.claude_output import blocking_object
+
+        text = json.dumps(blocking_object(event_name, why), separators=(",", ":"))
         return Result(status, stdout=text, stderr=f"hookaudit emit: {reason}")
     if is_known(event_name) and spec(event_name).exit2 in ("block", "fail"):
         return Result(status, stderr=why, exit_code=2)
@@ -134,29 +130,17 @@ def fail_result(event_name: str, fail: FailMode, reason: str, *, status: str) ->
     )
 
 
-def decision_result(event_name: str, outcome: Outcome) -> Result:
-    """Print and exit as `hookaudit eval --format claude` does for the same Outcome.
+def decision_result(outcome: Outcome) -> Result:
+    """Print and exit as `hookaudit eval --format claude` does for the same Outcome
+    (`engine.claude_output.express_outcome`, as serve and eval).
 
     Example:
-        >>> decision_result("Stop", outcome).exit_code  # doctest: +SKIP
+        >>> decision_result(outcome).exit_code  # doctest: +SKIP
         0
     """
-    from engine.claude_output import render_claude
-    from engine.verdict import Decision
+    from engine.claude_output import express_outcome
 
-    d = Decision(
-        blocked=outcome.blocked,
-        decision=outcome.decision,
-        reason=outcome.reason,
-        updated_input=outcome.updated_input,
-        additional_context=list(outcome.additional_context),
-        system_messages=list(outcome.system_messages),
-        continue_=outcome.continue_,
-        stop_reason=outcome.stop_reason,
-        specific=dict(outcome.specific),
-        errors=list(outcome.errors),
-    )
-    out, err, code = render_claude(event_name, d, profile=outcome.profile)  # type: ignore[arg-type]
+    out, err, code, _ = express_outcome(outcome)
     return Result("decided", stdout=out, stderr=err, exit_code=code)
 
 
@@ -628,7 +612,7 @@ def reply_result(event: HookEvent, opts: EmitOptions, got: Reply | str) -> Resul
             event.event, opts.fail, f"no decision for event {event.id}: {why}", status="no-decision"
         )
     try:
-        return decision_result(event.event, reply.outcome)
+        return decision_result(reply.outcome)
     except Exception as e:  # the renderer is the engine's; a bug there is still no decision
         why = f"cannot render the decision for event {event.id}: {type(e).__name__}: {e}"
         return fail_result(event.event, opts.fail, why, status="no-decision")

@@ -4,7 +4,9 @@ Rules of this file:
 - Stdlib only, and only what a bare interpreter has loaded or can load in microseconds
   (`os`, `sys`, `_socket`): `hookaudit emit` runs on every tool call, and its cold start
   is the latency it adds to each one. Nothing here imports hookaudit's other modules
-  unless the relay cannot be used; then `direct` hands over to today's emit, in process.
+  unless the relay cannot be used; then `direct` hands over to today's emit, in process,
+  or the relay failed; then the answer is worded by `engine.failclosed` (stdlib only),
+  the one wording every emit path uses.
 - The relay (`hookaudit relay`, `ingest/relay.py`) holds the NATS credentials, publishes,
   verifies the worker's signed reply and renders the answer; this side only proves who
   the relay is (the kernel's SO_PEERCRED uid of the peer must be the expected one) and
@@ -307,18 +309,39 @@ def _write(fd: int, data: bytes) -> None:
 
 
 def _fail(a: Args, reason: str) -> None:
-    """The answer without a relay decision: today's `fail_result` wording per `--fail`.
+    """The answer without a relay decision, in `engine.failclosed`'s wording per `--fail`.
 
     Closed: exit 2 with the reason for every event (PreToolUse included: Claude Code
     denies on exit 2 and feeds the reason to Claude), so no parsing of the input is
-    needed here; open: proceed with one line on stderr.
+    needed here; open: proceed with one line on stderr. The relay failed, so the start-up
+    is already lost: the wording is imported from the engine (stdlib only), as today's
+    emit uses it. Should even that import fail, the answer is still exit 2 when closed.
     """
+    try:
+        _package_root()
+        from engine.failclosed import closed_reason, open_reason
+    except Exception as e:  # a broken install must not open a closed gate
+        reason = f"{reason} (and cannot load hookaudit: {type(e).__name__})"
+        _write(2, f"hookaudit emit: {reason}".encode("utf-8", "replace"))
+        os._exit(2 if a.fail == "closed" else 0)
     if a.fail == "closed":
-        why = f"hookaudit: {reason}; blocked because the hook fails closed"
-        _write(2, why.encode("utf-8", "replace"))
+        _write(2, closed_reason(reason).encode("utf-8", "replace"))
         os._exit(2)
-    _write(2, f"hookaudit emit: {reason}; proceeding (--fail open)".encode("utf-8", "replace"))
+    _write(2, open_reason(reason).encode("utf-8", "replace"))
     os._exit(0)
+
+
+def _package_root() -> None:
+    """Put the package root on sys.path, and take ingest/ off it.
+
+    Run as a script (``python -I -S .../ingest/fastemit.py``), sys.path[0] is ingest/, whose
+    nats.py would shadow nats-py: the package root goes there instead.
+    """
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    root = os.path.dirname(here)
+    if root not in sys.path:
+        sys.path.insert(0, root)
 
 
 def direct(argv: list[str], raw: bytes | None) -> None:
@@ -328,16 +351,12 @@ def direct(argv: list[str], raw: bytes | None) -> None:
     first. Does not return (the command exits).
     """
     here = os.path.dirname(os.path.abspath(__file__))
-    # Run as a script (``python -I -S .../ingest/fastemit.py``), sys.path[0] is ingest/,
-    # whose nats.py would shadow nats-py: the package root goes there instead.
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     if "site" not in sys.modules:
         import site
 
         site.main()
-    root = os.path.dirname(here)
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    _package_root()
     if raw is not None:
         stdin = _chain(raw, sys.stdin.buffer if sys.stdin is not None else None)
         sys.stdin = io.TextIOWrapper(io.BufferedReader(stdin))

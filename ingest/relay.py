@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from engine.errors import HookauditError, InvalidEvent, SettingsError, Unavailable
-from engine.failclosed import closed_answer, one_line
+from engine.failclosed import closed_answer, one_line, open_reason
 from engine.records import HookEvent, new_event
 from ingest import emit as em
 from ingest.fastemit import ANSWER_MAGIC, MAX_EVENT_BYTES, REQUEST_MAGIC
@@ -426,7 +426,7 @@ def _internal(opts: em.EmitOptions, e: Exception) -> em.Result:
     if opts.fail == "closed":
         out, err, code = closed_answer(why, "hookaudit emit")
         return em.Result("lost", stdout=out, stderr=err, exit_code=code)
-    return em.Result("lost", stderr=f"hookaudit emit: {why}; proceeding (--fail open)")
+    return em.Result("lost", stderr=open_reason(why))
 
 
 async def _read_request(reader: asyncio.StreamReader) -> Request:

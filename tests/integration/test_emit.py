@@ -29,6 +29,8 @@ from nats.js.errors import NotFoundError
 from engine.errors import InvalidEvent
 from engine.records import (
     HookEvent,
+    HookIdentity,
+    HookRun,
     Outcome,
     decode_event_msgpack,
     encode_json,
@@ -163,22 +165,10 @@ async def responder(nc: Client, names: Names, answer: Callable[[HookEvent], Repl
 
 def rendered(event: str, outcome: Outcome) -> tuple[str, str, int]:
     """What `hookaudit eval --format claude` prints for this outcome (stdout, stderr, code)."""
-    from engine.claude_output import render_claude
-    from engine.verdict import Decision
+    from engine.claude_output import express_outcome
 
-    d = Decision(
-        blocked=outcome.blocked,
-        decision=outcome.decision,
-        reason=outcome.reason,
-        updated_input=outcome.updated_input,
-        additional_context=list(outcome.additional_context),
-        system_messages=list(outcome.system_messages),
-        continue_=outcome.continue_,
-        stop_reason=outcome.stop_reason,
-        specific=dict(outcome.specific),
-        errors=list(outcome.errors),
-    )
-    out, err, code = render_claude(event, d, profile="current")
+    assert outcome.event.event == event
+    out, err, code, _ = express_outcome(outcome)
     return (out + "\n" if out and not out.endswith("\n") else out), err, code
 
 
@@ -265,10 +255,32 @@ def _stop_block(ev: HookEvent) -> Reply:
     return Reply(event_id=ev.id, outcome=o)
 
 
+def _stop_exit2(ev: HookEvent) -> Reply:
+    # A command hook's exit 2: Claude Code shows its stderr as written (eval: exit 2). The
+    # runs say so; a Decision copied field by field from the Outcome lost it (JSON, exit 0).
+    run = HookRun(
+        HookIdentity(type="command", source="project", command="./gate.sh"),
+        "h1",
+        "deny",
+        exit_code=2,
+        stderr="tests fail\n",
+        decision="deny",
+    )
+    o = Outcome(
+        event=ev, settings_id="s", blocked=True, decision="deny", reason="tests fail", runs=[run]
+    )
+    return Reply(event_id=ev.id, outcome=o)
+
+
 @pytest.mark.parametrize(
     ("event", "answer"),
-    [("PreToolUse", _deny), ("PreToolUse", _allow_rewritten), ("Stop", _stop_block)],
-    ids=["deny", "allow-updated-input", "stop-block"],
+    [
+        ("PreToolUse", _deny),
+        ("PreToolUse", _allow_rewritten),
+        ("Stop", _stop_block),
+        ("Stop", _stop_exit2),
+    ],
+    ids=["deny", "allow-updated-input", "stop-block", "stop-exit2"],
 )
 async def test_wait_prints_the_decision_as_eval_format_claude(
     nats_server: NatsServer,
@@ -302,6 +314,8 @@ async def test_wait_prints_the_decision_as_eval_format_claude(
         assert hso["updatedInput"] == {"command": "rm -ri ./build"}
     if answer is _stop_block:
         assert json.loads(p.stdout)["decision"] == "block"
+    if answer is _stop_exit2:
+        assert (p.code, p.stdout, p.stderr) == (2, "", "tests fail\n")
     [(ev, headers, _)] = await stored(js, names)
     assert headers[REPLY_HEADER].startswith("_INBOX.")
     assert ev.id == reply.event_id

@@ -235,3 +235,38 @@ def test_relay_refuses_to_replace_a_live_relay_or_a_file(stack: Stack, tmp_path:
     )  # fmt: skip
     assert p.returncode == 1 and b"is not a socket" in p.stderr and plain.read_text() == "keep me"
     assert socket  # the module is used by the fake relay's code
+
+
+def _fast_emit(script: Path, sock: Path, fail: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(script), "--wait", "--fail", fail],
+        input=pre_tool_use("ls"),
+        env={**os.environ, "HOOKAUDIT_RELAY": str(sock)},
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def test_the_fast_emit_answers_a_broken_relay_in_the_engines_wording(tmp_path: Path) -> None:
+    """Byte for byte `engine.failclosed`'s closed and open wording; exit 2 even without it."""
+    from engine.failclosed import closed_reason, open_reason
+
+    sock = tmp_path / "emit.sock"
+    fake = _fake_relay(sock, "hangup")
+    try:
+        why = f"the relay at {sock} closed the connection without an answer"
+        p = _fast_emit(REPO / "ingest" / "fastemit.py", sock, "closed")
+        assert (p.returncode, p.stdout, p.stderr) == (2, b"", f"{closed_reason(why)}\n".encode())
+        p = _fast_emit(REPO / "ingest" / "fastemit.py", sock, "open")
+        assert (p.returncode, p.stdout, p.stderr) == (0, b"", f"{open_reason(why)}\n".encode())
+        # A broken install (no engine package beside ingest/): still closed, in one line.
+        alone = tmp_path / "broken" / "ingest" / "fastemit.py"
+        alone.parent.mkdir(parents=True)
+        alone.write_bytes((REPO / "ingest" / "fastemit.py").read_bytes())
+        p = _fast_emit(alone, sock, "closed")
+        _clean(p)
+        assert p.returncode == 2 and b"cannot load hookaudit" in p.stderr, p.stderr
+        assert len(p.stderr.splitlines()) == 1
+    finally:
+        fake.kill()
+        fake.communicate(timeout=20)
