@@ -8,8 +8,13 @@ Rules of this file:
   JetStream hands them to no one else; items a sink asks to retry go again the same way.
 - After a restart the durable consumer resumes where the last acked message left off; a
   batch in hand when the process died is delivered again after ``ack_wait``.
-- SIGTERM finishes the send in hand, then naks what is not acked (redelivered at once to
-  the next run) and stops.
+- Two stages: a producer task fetches and formats the next batches while the sender sends
+  one and waits for the sink; at most three batches are in hand (the one being sent, one
+  queued, one the producer waits to queue), all kept alive together during an outage.
+  Batches are sent, and records retried, in delivery order: a batch goes only after the
+  one before it was accepted or parked.
+- SIGTERM finishes the send in hand, then naks what is not acked, the queued batches too
+  (redelivered at once to the next run), and stops.
 
 Example:
     fwd = Forwarder(connect=co, names=names(), name="splunk", fmt="ocsf", sink=sink,
@@ -79,6 +84,7 @@ class _Item:
     msg: Any
     records: list[Formatted]
     pending: set[int] = field(default_factory=set)  # indices into records not yet done
+    bad: str | None = None  # why the message could not be decoded (it is parked)
 
 
 @dataclass
@@ -102,6 +108,7 @@ class Forwarder:
     _latest: bytes | None = field(init=False, default=None)
     _save_wanted: asyncio.Event = field(init=False, default_factory=asyncio.Event)
     _writer_done: bool = field(init=False, default=False)
+    _held: list[list[_Item]] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         prev = read_counters(self.data_dir, self.name)
@@ -161,6 +168,7 @@ class Forwarder:
     async def run(self) -> Counters:
         nc = await self.connect.connect()
         writer: asyncio.Task[None] | None = None
+        producer: asyncio.Task[None] | None = None
         try:
             js = nc.jetstream()
             await self._ensure_consumer(js)
@@ -168,16 +176,29 @@ class Forwarder:
             await puller.start()
             write_counters(self.data_dir, self.counters)
             writer = asyncio.create_task(self._writer())
-            while not self.stopping.is_set():
-                msgs = await puller.fetch(self.batch, timeout=1.0)
-                if msgs:
-                    await self._handle(nc, msgs)
-                    self._dirty = True
-                    self._save(force=not puller.buf)  # caught up: show it at once
-                elif self._dirty:  # idle: the last batch's counters go to disk now
-                    self._save(force=True)
+            # Two stages: the producer fetches and formats batch k+1 while this task sends
+            # batch k and acks it; one batch waits between them. Batches are sent and acked
+            # in delivery order, each only after the sink took it.
+            ready: asyncio.Queue[list[_Item] | None] = asyncio.Queue(maxsize=1)
+            producer = asyncio.create_task(self._produce(puller, ready))
+            while (items := await ready.get()) is not None:
+                if not items:  # idle: the last batch's counters go to disk now
+                    if self._dirty:
+                        self._save(force=True)
+                    continue
+                if self.stopping.is_set():  # fetched before the stop: hand back unsent
+                    await self._nak(items)
+                    continue
+                await self._handle(nc, items)
+                self._dirty = True
+                self._save(force=ready.empty() and not puller.buf)  # caught up: show it now
+            await producer
             await puller.stop()
         finally:
+            if producer is not None and not producer.done():
+                producer.cancel()
+                with contextlib.suppress(BaseException):
+                    await producer
             if writer is not None:  # let a write in its thread end before the last one
                 self._latest = None
                 self._writer_done = True
@@ -192,17 +213,52 @@ class Forwarder:
                 await nc.close()
         return self.counters
 
-    async def _handle(self, nc: Any, msgs: list[Any]) -> None:
+    async def _produce(self, puller: Puller, ready: asyncio.Queue[list[_Item] | None]) -> None:
+        """Fetch and format batches until stopped; an empty list for a fetch that timed
+        out, None at the end. A batch is in `_held` (kept alive during an outage) from
+        the moment it is formatted until its last message is acked or nak'd."""
+        try:
+            while not self.stopping.is_set():
+                msgs = await puller.fetch(self.batch, timeout=1.0)
+                items = self._prepare(msgs) if msgs else []
+                if items:
+                    self._held.append(items)
+                await ready.put(items)
+        except Exception:  # the sender takes what is queued, then sees the error at the end
+            await ready.put(None)
+            raise
+        await ready.put(None)
+
+    def _prepare(self, msgs: list[Any]) -> list[_Item]:
         items: list[_Item] = []
-        parked: list[Parked] = []
         for m in msgs:
             records, bad = self._format(m)
-            if bad is not None:
-                parked.append(self._parked_msg(m, bad))
-            items.append(_Item(m, records, set(range(len(records)))))
+            items.append(_Item(m, records, set(range(len(records))), bad))
+        return items
+
+    async def _nak(self, items: list[_Item]) -> None:
+        for it in items:
+            with contextlib.suppress(Exception):
+                await it.msg.nak()
+        self._release(items)
+
+    def _release(self, items: list[_Item]) -> None:
+        for k, held in enumerate(self._held):
+            if held is items:
+                del self._held[k]
+                break
+
+    async def _handle(self, nc: Any, items: list[_Item]) -> None:
+        parked = [self._parked_msg(it.msg, it.bad) for it in items if it.bad is not None]
         if parked:  # undecodable messages: park them, their ack follows below
             append_parked(self.data_dir, self.name, parked)
             self.counters.parked += len(parked)
+        try:
+            await self._deliver(nc, list(items))  # acked items leave the copy
+        finally:
+            self._release(items)
+
+    async def _deliver(self, nc: Any, items: list[_Item]) -> None:
         backoff, first = 0.5, True
         while True:
             todo = [(it, i) for it in items for i in sorted(it.pending)]
@@ -270,7 +326,11 @@ class Forwarder:
 
     def _keepalive(self, items: list[_Item]) -> Any:
         async def alive() -> None:
-            for it in items:
+            # The batches fetched behind this one wait as long as it does: keep them alive
+            # too, or JetStream would deliver them again while they are still in hand.
+            mine = {id(it) for it in items}
+            behind = [it for held in self._held for it in held if id(it) not in mine]
+            for it in [*items, *behind]:
                 if it.pending:
                     with contextlib.suppress(Exception):
                         await it.msg.in_progress()
