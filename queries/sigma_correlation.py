@@ -230,12 +230,16 @@ def load_rule_set(files: Iterable[tuple[str, str]]) -> RuleSet:
         ('event_count', ('SessionId',), 600000000, 'gte', 3)
     """
     paths: dict[int, str] = {}
+    named: dict[str, list[str]] = {}  # name or id -> the files that define it
     colls = []
     for text, path in files:
         coll = parse_file(text, path, resolve=False)
         colls.append(coll)
         for r in coll.rules:
             paths[id(r)] = path
+            for n in (r.name, str(r.id) if r.id else None):
+                if n:
+                    named.setdefault(n, []).append(path)
     merged = SigmaCollection.merge(colls, resolve_references=False)
     ours: dict[int, Rule | None] = {}
     for r in merged.rules:
@@ -248,6 +252,12 @@ def load_rule_set(files: Iterable[tuple[str, str]]) -> RuleSet:
         path = paths[id(r)]
         try:
             r.resolve_rule_references(merged)
+            for ref in r.referenced_rules:
+                if len(named.get(ref.reference, ())) > 1:
+                    raise RuleError(
+                        f"{path}: {r.title}: rule {ref.reference!r} is defined more than once "
+                        f"({', '.join(named[ref.reference])})"
+                    )
             c = _correlation(r, path, ours)
         except RuleError:
             raise

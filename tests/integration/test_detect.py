@@ -265,6 +265,7 @@ BAD_CORRELATIONS = [
     ("type: event_count\n  rules: r\n  timespan: 1m\n  condition: {between: 1}", "condition"),
     ("type: temporal_ordered\n  rules: [r]\n  timespan: 1m\n  condition: r", "temporal"),
     ("type: event_count\n  rules: r\n  timespan: 1m", "condition"),
+    ("type: event_count\n  rules: twice\n  timespan: 1m\n  condition: {gte: 1}", "more than once"),
 ]
 
 
@@ -275,6 +276,11 @@ def test_a_malformed_correlation_is_one_line_naming_its_file(tmp_path: Path) -> 
         "title: r\nname: r\nlogsource: {product: claude_code}\n"
         "detection:\n  s: {ToolName: Bash}\n  condition: s\n"
     )
+    for name in ("twice_a", "twice_b"):
+        (rules / f"{name}.yml").write_text(
+            "title: r\nname: twice\nlogsource: {product: claude_code}\n"
+            "detection:\n  s: {ToolName: Bash}\n  condition: s\n"
+        )
     for body, why in BAD_CORRELATIONS:
         (rules / "corr.yml").write_text(f"title: c\ncorrelation:\n  {body}\n")
         p = detect(tmp_path, "--rules", str(rules))

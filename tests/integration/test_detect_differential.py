@@ -252,7 +252,10 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 # offsets in seconds: many pairs exactly 1, 2 or 5 s apart (the timespans), ties, and near misses
 OFFSETS = [0, 0, 0.5, 1, 1, 1.000001, 2, 3, 4.999999, 5, 6, 7]
 SPANS = ["1s", "2s", "5s", "1m"]
-GROUP_FIELDS = ["SessionId", "User", "CommandLine", "TargetFilename", "tool_input.title", "Blocked"]
+GROUP_FIELDS = [  # often present (SessionId, Blocked) or empty (User), or often missing
+    *("SessionId", "SessionId", "User", "Blocked"),
+    *("CommandLine", "TargetFilename", "tool_input.title"),
+]
 KIND_NAMES = ["event_count", "value_count", "temporal", "temporal_ordered"]
 
 
@@ -286,7 +289,8 @@ def base_rule(draw: Any, i: int, vocab: list[str]) -> str:
 def correlation(draw: Any, n_rules: int) -> str:
     kind = draw(st.sampled_from(KIND_NAMES))
     refs = draw(st.lists(st.integers(0, n_rules - 1), min_size=1, max_size=3))
-    group = draw(st.lists(st.sampled_from(GROUP_FIELDS), max_size=2, unique=True))
+    group = draw(st.lists(st.sampled_from(GROUP_FIELDS), max_size=draw(st.integers(0, 2))))
+    group = list(dict.fromkeys(group))
     lines = [
         "title: c",
         "correlation:",
@@ -301,8 +305,9 @@ def correlation(draw: Any, n_rules: int) -> str:
         group = ["who", *group[1:]]
     if group:
         lines.append(f"  group-by: {json.dumps(group)}")
-    op = draw(st.sampled_from(["gt", "gte", "lt", "lte", "eq", "neq"]))
-    count = draw(st.integers(0, 4))
+    # the conditions that hold on some windows and not others, more often
+    op = draw(st.sampled_from(["gte", "gte", "gte", "gt", "gt", "lt", "lte", "eq", "neq"]))
+    count = draw(st.sampled_from([1, 2, 2, 3, 3, 0, 4]))
     if kind == "value_count":
         field = draw(st.sampled_from([*GROUP_FIELDS, "Decision"]))
         lines.append(f"  condition: {{{op}: {count}, field: {field}}}")
@@ -376,7 +381,7 @@ def test_correlations_in_sql_agree_with_the_python_matcher(data: Any) -> None:
     n = data.draw(st.integers(1, 3), label="rules")
     texts = [data.draw(base_rule(i, vocab), label=f"r{i}") for i in range(n)]
     texts.append(data.draw(correlation(n), label="correlation"))
-    outcomes = data.draw(st.lists(timed_outcome(vocab), min_size=1, max_size=12), label="log")
+    outcomes = data.draw(st.lists(timed_outcome(vocab), min_size=3, max_size=12), label="log")
     (c,) = load_rule_set([("---\n".join(texts), "c.yml")]).correlations
     d = Path(tempfile.mkdtemp(prefix="detect-corr-"))
     with LogWriter.open(d, "w1") as w:
