@@ -430,3 +430,57 @@ def test_follow_turns_find_what_one_pass_finds(data: Any) -> None:
         assert set(final.values()) >= whole
         if in_order:
             assert set(final.values()) == whole
+
+
+STEP = (
+    "title: a\nname: a\nlogsource: {product: claude_code}\n"
+    "detection:\n  s: {ToolName: Bash}\n  condition: s\n---\n"
+    "title: b\nname: b\nlogsource: {product: claude_code}\n"
+    "detection:\n  s: {ToolName: Read}\n  condition: s\n---\n"
+)
+S = timedelta(seconds=1)
+US1 = timedelta(microseconds=1)
+# (correlation body, events as (tool, session, offset from T0)), the anchors that hit (indexes)
+EDGES: list[tuple[str, list[tuple[str, str, timedelta]], list[int]]] = [
+    # an event exactly `timespan` before the anchor is in its window; 1 µs more is not
+    ("type: event_count\n  rules: a\n  timespan: 2s\n  condition: {gte: 2}",
+     [("Bash", "s", 0 * S), ("Bash", "s", 2 * S)], [1]),
+    ("type: event_count\n  rules: a\n  timespan: 2s\n  condition: {gte: 2}",
+     [("Bash", "s", 0 * S), ("Bash", "s", 2 * S + US1)], []),
+    # events at the same time are in each other's windows
+    ("type: event_count\n  rules: a\n  timespan: 1s\n  condition: {gte: 2}",
+     [("Bash", "s", S), ("Bash", "s", S)], [0, 1]),
+    # grouped: another session is another window; an empty session takes no part
+    ("type: event_count\n  rules: a\n  group-by: SessionId\n  timespan: 1m\n  condition: {gte: 2}",
+     [("Bash", "s", 0 * S), ("Bash", "t", S), ("Bash", "", S), ("Bash", "s", 2 * S)], [3]),
+    # lt: the windows with few events
+    ("type: event_count\n  rules: a\n  timespan: 1s\n  condition: {lt: 2}",
+     [("Bash", "s", 0 * S), ("Bash", "s", S), ("Bash", "s", 5 * S)], [0, 2]),
+    # temporal: both rules in the window, either order
+    ("type: temporal\n  rules: [a, b]\n  timespan: 1s",
+     [("Read", "s", 0 * S), ("Bash", "s", S), ("Bash", "s", 3 * S)], [1]),
+    # temporal_ordered: a strictly before b; at the same time is no order
+    ("type: temporal_ordered\n  rules: [a, b]\n  timespan: 5s",
+     [("Read", "s", 0 * S), ("Bash", "s", S), ("Read", "s", S), ("Read", "s", 2 * S)], [3]),
+    # an expression: a without b in the window
+    ("type: temporal\n  rules: [a, b]\n  timespan: 1s\n  condition: a and not b",
+     [("Bash", "s", 0 * S), ("Read", "s", S), ("Bash", "s", 2 * S), ("Bash", "s", 5 * S)], [0, 3]),
+]  # fmt: skip
+
+
+def test_correlation_window_edges(tmp_path: Path) -> None:
+    from queries.sigma_correlation import load_rule_set
+
+    for i, (body, evs, want) in enumerate(EDGES):
+        (c,) = load_rule_set([(STEP + f"title: c\ncorrelation:\n  {body}\n", "c.yml")]).correlations
+        outcomes = []
+        for tool, session, off in evs:
+            p = {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": tool}
+            ev = new_event(p | {"tool_input": {}}, host="h", user="u", ts=T0 + off)
+            outcomes.append(Outcome(event=ev, settings_id="sid"))
+        d = tmp_path / str(i)
+        with LogWriter.open(d, "w1") as w:
+            w.append_batch(outcomes)
+        ids = {o.event.id: k for k, o in enumerate(outcomes)}
+        assert sorted(ids[h[0]] for h in python_hits(d, c)) == want, body
+        assert sorted(ids[h[0]] for h in sql_hits(d, c)) == want, body
