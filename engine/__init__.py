@@ -11,8 +11,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # mypy takes it as True; importing `typing` costs start-up time
 
 if TYPE_CHECKING:
     from engine.aggregate import Decision
@@ -108,8 +107,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(where), name)
+def __getattr__(name: str) -> object:  # PEP 562; engine.lazy is imported on first use
+    from engine.lazy import load
+
+    return load(__name__, _WHERE, globals(), name)

@@ -50,10 +50,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+def __getattr__(name: str) -> object:  # PEP 562; engine.lazy is imported on first use
+    from engine.lazy import load
 
-    return getattr(importlib.import_module(where), name)
+    return load(__name__, _WHERE, globals(), name)

@@ -14,8 +14,7 @@ imported from their module on first use, so `hookaudit emit` (which needs only
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # mypy takes it as True; importing `typing` costs start-up time
 
 if TYPE_CHECKING:
     from ingest.log.dedup import (
@@ -166,11 +165,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a name's module on first use: `hookaudit emit` needs the key, not pyarrow."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ingest.log' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def __getattr__(name: str) -> object:  # PEP 562; engine.lazy is imported on first use
+    from engine.lazy import load
+
+    return load(__name__, _WHERE, globals(), name)

@@ -107,6 +107,9 @@ def test_malformed_answers_are_refused(wire: bytes) -> None:
         fastemit.decode_answer(wire)
 
 
+PACKAGES = ("engine", "ingest", "queries", "replay", "hookaudit")
+
+
 def _module_imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names: set[str] = set()
@@ -129,7 +132,13 @@ def test_the_fast_path_imports_the_standard_library_only() -> None:
         "typing",
     }
     assert _module_imports(REPO / "hookaudit" / "entry.py") <= {"__future__", "sys"}
-    # the packages the console script imports on the way (their surfaces load lazily)
-    for package in ("hookaudit", "ingest"):
-        assert _module_imports(REPO / package / "__init__.py") <= {"__future__"}, package
+    # the packages the console script imports on the way, and every other package: their
+    # surfaces load lazily, all through engine.lazy, imported on the first lookup only
+    inits = sorted(REPO.glob("*/**/__init__.py"))
+    inits = [p for p in inits if p.parts[len(REPO.parts)] in PACKAGES]
+    assert len(inits) >= 8
+    for init in inits:
+        assert _module_imports(init) <= {"__future__"}, init
+        assert "return load(__name__, _WHERE, globals(), name)" in init.read_text(), init
+    assert _module_imports(REPO / "engine" / "lazy.py") <= {"__future__"}
     assert fastemit.TYPE_CHECKING is False
