@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -21,7 +21,7 @@ from ingest.protocol import default_data_dir
 __all__ = ["siem_group"]
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"hookaudit siem: {message}", err=True)
     sys.exit(1)
 
@@ -30,10 +30,13 @@ def _redaction_key(data_dir: Path, key_file: str | None) -> bytes:
     """The HMAC key: --redact-key-file, else one made once per data dir (mode 0600)."""
     path = Path(key_file) if key_file else data_dir / "siem" / "redact.key"
     if key_file is None and not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(secrets.token_bytes(32))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(32))
+        except OSError as e:  # a data dir that cannot be made or written: one line, exit 1
+            _fail(f"data dir {data_dir}: cannot create {path}: {e.strerror or e}")
     try:
         key = path.read_bytes()
     except OSError as e:
