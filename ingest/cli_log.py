@@ -76,15 +76,49 @@ def verify_cmd(data_dir: Path | None, fmt: str, anchors: bool, **kw: Any) -> Non
     elif report.ok:
         click.echo(f"ok: {report.records} records in {len(report.workers)} chain(s) verified")
     else:
-        click.echo(f"FAILED: {report.first_error}", err=True)
-        for e in report.errors[1:20]:
-            click.echo(f"  also: {e}", err=True)
-        if len(report.errors) > 20:
-            click.echo(f"  … {len(report.errors) - 20} more (--format json lists all)", err=True)
+        shown = _folded(report.errors) or [str(report.first_error)]
+        click.echo(f"FAILED: {shown[0]}", err=True)
+        for line in shown[1:20]:
+            click.echo(f"  also: {line}", err=True)
+        if len(shown) > 20:
+            click.echo(f"  … {len(shown) - 20} more (--format json lists all)", err=True)
     if fmt != "json":
         for note in report.notes:
             click.echo(f"note: {note}", err=not report.ok)
     sys.exit(0 if report.ok else 1)
+
+
+def _folded(errors: list[Any]) -> list[str]:
+    """The errors as lines, a sealed segment whose sha256 failed in one line.
+
+    A file that is not the one sealed is one finding: what its altered bytes then decode to
+    (a malformed record every few rows, side files that no longer match those records) adds
+    only lines. A side file's own sha256 check stays; the JSON report keeps every finding.
+    """
+
+    def segment(file: str) -> str:  # sealed/w1/00000001.runs.parquet -> sealed/w1/00000001
+        head, _, name = file.rpartition("/")
+        return f"{head}/{name.split('.', 1)[0]}"
+
+    def rewritten(e: Any) -> bool:
+        return str(e.message).startswith("file sha256 does not match")
+
+    bad = {segment(e.file) for e in errors if rewritten(e)}
+    at: dict[str, int] = {}  # segment -> index of its sha256 line
+    folded = dict.fromkeys(bad, 0)
+    lines: list[str] = []
+    for e in errors:
+        s = segment(e.file)
+        if s in bad and not rewritten(e) and "sha256 does not match" not in e.message:
+            folded[s] += 1
+            continue
+        if rewritten(e):
+            at.setdefault(s, len(lines))
+        lines.append(str(e))
+    for s, n in folded.items():
+        if n:
+            lines[at[s]] += f"; {n} more finding(s) from its content (--format json lists them)"
+    return lines
 
 
 async def _fetch_anchors(d: Path, args: Any) -> list[bytes]:
