@@ -164,6 +164,10 @@ def test_eval_table_format() -> None:
         ('{"hook_event_name": "Nope"}', "<stdin>: hook_event_name: unknown hook event 'Nope'"),
         ("{}", "<stdin>: hook_event_name: missing or not a string"),
         ("", "<stdin>: empty input: expected the hook event JSON"),
+        (  # a documented field of the wrong type is refused, not evaluated
+            '{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": "rm -rf /"}',
+            "<stdin>: tool_input: expected a JSON object, got string (PreToolUse)",
+        ),
     ],
 )
 def test_eval_bad_event_is_one_line_exit_1(stdin: str, message: str) -> None:

@@ -49,6 +49,17 @@ def test_demo_prints_a_runnable_path_and_the_export(demo_dir: Path, tmp_path: Pa
     assert tries, proc.stdout
     # run as `python -m hookaudit`, the printed command is that, not a bare `hookaudit`
     assert tries[0].startswith(f"{sys.executable} -m hookaudit"), tries[0]
+    # and the "try:" lines run as printed, in a shell with no HOOKAUDIT_ variable set
+    block = proc.stdout.split("; try:\n", 1)[1]
+    lines = [ln.strip() for ln in block.splitlines() if ln.startswith("  ")]
+    assert len(lines) >= 3 and lines[0].startswith("export HOOKAUDIT_DATA_DIR="), block
+    base = {k: v for k, v in os.environ.items() if not k.startswith("HOOKAUDIT_")}
+    shell = subprocess.run(
+        ["bash", "-euc", "\n".join(lines)],
+        capture_output=True, text=True, cwd=tmp_path, env=base, timeout=300,
+    )  # fmt: skip
+    assert shell.returncode == 0, shell.stderr
+    assert "decision" in shell.stdout and (tmp_path / "replay.html").is_file()
 
 
 def test_demo_refuses_a_data_dir_with_a_log(demo_dir: Path) -> None:

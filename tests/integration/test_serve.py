@@ -317,6 +317,10 @@ async def test_body_limit_413(rig: Rig) -> None:
         ),
         (b'{"hook_event_name": "Stop", "x": "\xff"}', "request body: not UTF-8"),
         (b"", "request body: empty input"),
+        (
+            b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": "rm -rf /"}',
+            "request body: tool_input: expected a JSON object, got string",
+        ),
     ],
 )
 async def test_bad_body_400_names_the_problem(rig: Rig, body: bytes, message: str) -> None:
