@@ -9,6 +9,7 @@
 # (.ci/run) both start here, so a fresh machine and CI install the same things.
 #
 # Debian packages, and why:
+#   python3-venv  `python3 -m venv` (Debian's python3 has no ensurepip without it)
 #   chromium     the test suite renders the replay HTML report headless and checks it
 #   util-linux   `unshare`: replay's sandbox and the SSRF tests use a network namespace
 #   rsyslog      the SIEM tests deliver syslog over TCP/TLS to a real rsyslog on loopback
@@ -29,17 +30,20 @@ for arg in "$@"; do
   esac
 done
 
-DEBIAN_PACKAGES=(chromium util-linux rsyslog rsyslog-gnutls openssl nodejs npm docker-compose systemd)
+PY=${PYTHON:-python3}
+DEBIAN_PACKAGES=(python3-venv chromium util-linux rsyslog rsyslog-gnutls openssl nodejs npm docker-compose systemd)
 # The command each package provides, to tell whether it is already there.
-declare -A PROVIDES=([chromium]=chromium [util-linux]=unshare [rsyslog]=rsyslogd
+declare -A PROVIDES=([python3-venv]=py:ensurepip [chromium]=chromium [util-linux]=unshare [rsyslog]=rsyslogd
                      [openssl]=openssl [nodejs]=node [npm]=npm
                      [docker-compose]=docker-compose [systemd]=systemd-analyze
                      [rsyslog-gnutls]=/usr/lib/*/rsyslog/lmnsd_gtls.so)
 
-# A command name, or a file glob for a package that installs no command.
+# A command name, a file glob for a package that installs no command, or py:MODULE for a
+# module of the Python that makes the venv.
 have() {
   case "$1" in
     /*) compgen -G "$1" >/dev/null ;;
+    py:*) "$PY" -c "import ${1#py:}" >/dev/null 2>&1 ;;
     *) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] ;;
   esac
 }
@@ -66,7 +70,6 @@ if [ "$system" = 1 ]; then
   fi
 fi
 
-PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "install.sh: creating .venv"
   "$PY" -m venv .venv
