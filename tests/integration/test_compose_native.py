@@ -1,0 +1,441 @@
+"""infra/compose/compose.yaml run for real, as local processes, without a container runtime.
+
+No docker daemon runs here, so the test plays the runtime's part and nothing else: it runs
+infra/compose/setup.sh (as the README says) in a copy of infra/, reads compose.yaml with
+its YAML anchors merged as compose merges them, and for every service takes its
+`command`, its `env_file` overlaid by its `environment`, and its volume mounts. Each
+container path in an argument, an environment value or a node config is mapped to what its
+mount names on the host (a bind mount: that file or directory; a named volume: one
+directory per volume, shared by every service that mounts it), and the working directory and
+HOME are the image's (the Dockerfile's WORKDIR and user home). A container path that no mount
+provides is a bug of the compose file and fails the test.
+
+What a single host forces, and only that:
+- the hostnames nats-1..3 become 127.0.0.1 with each node's own ports: the three shipped node
+  configs listen on the same ports (4222 clients, 6222 routes, 8222 monitoring), which is
+  right for three containers and collides on one host, so each node gets free ports and only
+  the ports (and the 0.0.0.0 of a container's own network, as 127.0.0.1) are rewritten;
+- serve's published port (127.0.0.1:8787 on the host) is a free port;
+- the processes run as the test's user, not the image's uid 10001 (this interpreter lives
+  under a directory that user cannot read).
+
+The nats image's entrypoint runs nats-server with the command when its first argument starts
+with '-'; `hookaudit` is this venv's console script. The services start in depends_on order;
+`provision` runs to completion under its `restart: on-failure`. Then hook events are sent to
+serve as infra/claude/managed-settings.serve.json sends them (its URL path and headers, the
+token from hookaudit.env): the shipped policy denies a destructive command and allows a
+benign one; `hookaudit verify` (the compose file's documented `exec worker-1 hookaudit
+verify`) passes over the shared data volume with the log key, and every event is in the
+log. Every process is stopped by its PID at the end, also on failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ingest.embedded import find_nats_server
+from ingest.log import iter_outcomes
+
+pytestmark = [pytest.mark.timeout(180)]
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+NODE_PORTS = {"client": 4222, "route": 6222, "http": 8222}
+PATH_RE = re.compile(r"(?:(?<=^)|(?<=[\s:=,\"']))(/[A-Za-z0-9_.-][^\s,:\"']*)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Service:
+    """One compose service as this host runs it: argv, env and cwd with every container path
+    and name mapped."""
+
+    name: str
+    spec: dict
+    mounts: list[tuple[str, Path]]  # (container path, host path), longest first
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+
+    def host_path(self, path: str) -> Path:
+        """The host path a container path names through this service's mounts."""
+        for target, source in self.mounts:
+            if path == target or path.startswith(target.rstrip("/") + "/"):
+                return source / path[len(target) :].lstrip("/")
+        raise AssertionError(f"{self.name}: {path} is in no mount of the service")
+
+    def map_paths(self, text: str) -> str:
+        return PATH_RE.sub(lambda m: str(self.host_path(m.group(1))), text)
+
+
+class Topology:
+    """compose.yaml read as compose reads it, mapped onto this host."""
+
+    def __init__(self, compose: Path, volumes: Path) -> None:
+        self.dir = compose.parent
+        self.doc = yaml.safe_load(compose.read_text())  # SafeLoader merges `<<` anchors
+        self.volumes = volumes
+        self.services = {n: self._service(n, s) for n, s in self.doc["services"].items()}
+        self.nodes = [s for s in self.services.values() if self.is_node(s)]
+        self.ports: dict[str, dict[int, int]] = {
+            s.spec.get("hostname", s.name): {p: free_port() for p in NODE_PORTS.values()}
+            for s in self.nodes
+        }  # fmt: skip
+        self.published: dict[int, tuple[str, int]] = {}  # container port -> host address
+
+    @staticmethod
+    def is_node(svc: Service) -> bool:
+        return str(svc.spec.get("image", "")).startswith("nats:")
+
+    def _service(self, name: str, spec: dict) -> Service:
+        mounts = []
+        for vol in spec.get("volumes", []):
+            src, target = vol.split(":")[:2]
+            if src.startswith((".", "/")):
+                host = (self.dir / src).resolve()
+                assert host.exists(), f"{name}: bind mount {src} does not exist"
+            else:
+                assert src in self.doc["volumes"], f"{name}: volume {src} is not declared"
+                host = self.volumes / src
+                host.mkdir(parents=True, exist_ok=True)
+            mounts.append((target, host))
+        mounts.sort(key=lambda m: -len(m[0]))
+        return Service(name, spec, mounts)
+
+    def map_names(self, text: str) -> str:
+        """nats-N:PORT -> 127.0.0.1:<that node's port on this host>."""
+        for host, ports in self.ports.items():
+            text = re.sub(
+                rf"\b{re.escape(host)}:(\d+)", lambda m, p=ports: f"127.0.0.1:{p[int(m[1])]}", text
+            )
+        return text
+
+    def node_config(self, svc: Service, tmp: Path) -> Path:
+        """The node's config file (its `-c` argument) with paths and ports mapped."""
+        conf_in_container = svc.spec["command"][svc.spec["command"].index("-c") + 1]
+        text = svc.host_path(conf_in_container).read_text()
+        ports = self.ports[svc.spec.get("hostname", svc.name)]
+        found = {int(p) for p in re.findall(r"(?m)^\s*(?:listen|http):\s*[\d.]+:(\d+)", text)}
+        assert found == set(NODE_PORTS.values()), (svc.name, found)
+        conf_dir = tmp / svc.name  # stands for the config's directory in the container
+        conf_dir.mkdir()
+        lines = []
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].rstrip()  # comments name paths of no mount
+            m = re.match(r'^\s*include\s+"([^"/][^"]*)"', line)
+            if m:  # nats-server reads it relative to the config file's directory
+                inc = f"{Path(conf_in_container).parent}/{m[1]}"
+                (conf_dir / m[1]).symlink_to(svc.host_path(inc))
+            else:
+                line = svc.map_paths(line)
+            line = re.sub(
+                r"^(\s*(?:listen|http):\s*)[\d.]+:(\d+)",
+                lambda m: f"{m[1]}127.0.0.1:{ports[int(m[2])]}",
+                line,
+            )
+            lines.append(self.map_names(line))
+        out = conf_dir / Path(conf_in_container).name
+        out.write_text("\n".join(lines) + "\n")
+        return out
+
+    def prepare(self, tmp: Path, dockerfile: Path) -> None:
+        image_dir = re.findall(r"(?m)^WORKDIR\s+(\S+)", dockerfile.read_text())[-1]
+        home = re.search(r"--home\s+(\S+)", dockerfile.read_text())
+        for svc in self.services.values():
+            spec = svc.spec
+            if self.is_node(svc):
+                assert spec["command"][0].startswith("-"), spec["command"]
+                svc.argv = [find_nats_server(), *spec["command"]]
+                i = svc.argv.index("-c") + 1
+                svc.argv[i] = str(self.node_config(svc, tmp))
+                svc.env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+                continue
+            for port in spec.get("ports", []):
+                host_ip, _, container = port.split(":")
+                self.published[int(container)] = (host_ip, free_port())
+            env: dict[str, str] = {}
+            for line in (self.dir / spec["env_file"]).read_text().splitlines():
+                if line.strip() and not line.lstrip().startswith("#"):
+                    k, v = line.split("=", 1)
+                    env[k] = v
+            env.update({k: str(v) for k, v in spec["environment"].items()})
+            svc.env = {k: self.map_names(svc.map_paths(v)) for k, v in env.items()}
+            svc.cwd = svc.host_path(image_dir)
+            svc.env |= {
+                "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
+                "HOME": str(svc.host_path(home[1] if home else image_dir)),
+                "LANG": "C.UTF-8",
+            }
+            assert spec["command"][0] == "hookaudit", spec["command"]
+            argv = [str(BIN / "hookaudit")]
+            for arg in spec["command"][1:]:
+                for container, (ip, hport) in self.published.items():
+                    arg = re.sub(rf"^0\.0\.0\.0:{container}$", f"{ip}:{hport}", arg)
+                argv.append(self.map_names(svc.map_paths(arg)))
+            svc.argv = argv
+
+    def order(self) -> list[str]:
+        done: list[str] = []
+
+        def visit(name: str) -> None:
+            if name in done:
+                return
+            deps = self.services[name].spec.get("depends_on", [])
+            for dep in deps:
+                visit(dep)
+            done.append(name)
+
+        for name in self.services:
+            visit(name)
+        return done
+
+    def run_to_completion(self, name: str) -> bool:
+        """depends_on: service_completed_successfully on this service somewhere."""
+        for svc in self.services.values():
+            deps = svc.spec.get("depends_on", [])
+            if isinstance(deps, dict) and deps.get(name, {}).get("condition") == (
+                "service_completed_successfully"
+            ):
+                return True
+        return False
+
+
+def start(svc: Service, logs: Path) -> None:
+    svc.log = logs / f"{svc.name}.log"
+    with svc.log.open("ab") as out:
+        svc.proc = subprocess.Popen(
+            svc.argv, env=svc.env, cwd=svc.cwd, stdout=out, stderr=out, start_new_session=True
+        )
+
+
+def stop(svc: Service) -> None:
+    if svc.proc is None or svc.proc.poll() is not None:
+        return
+    svc.proc.send_signal(signal.SIGTERM)
+    try:
+        svc.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        svc.proc.send_signal(signal.SIGKILL)
+        svc.proc.wait(timeout=10)
+
+
+def wait_http(url: str, what: str, svc: Service, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        assert svc.proc is not None and svc.proc.poll() is None, f"{what} exited: {tail(svc)}"
+        assert time.monotonic() < deadline, f"{what} not ready after {timeout}s: {tail(svc)}"
+        time.sleep(0.2)
+
+
+def tail(svc: Service) -> str:
+    return svc.log.read_text(errors="replace")[-2000:] if svc.log and svc.log.exists() else ""
+
+
+@pytest.fixture
+def tmp() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="hookaudit-compose-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _hook_input(session: str, command: str, n: int) -> dict:
+    return {
+        "session_id": session,
+        "transcript_path": f"/home/dev/.claude/projects/p/{session}.jsonl",
+        "cwd": "/home/dev/project",
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+        "tool_use_id": f"toolu_compose_{n:04d}",
+    }
+
+
+def test_compose_services_run_and_enforce(tmp: Path) -> None:
+    infra = tmp / "infra"
+    shutil.copytree(REPO / "infra", infra)
+    compose = infra / "compose" / "compose.yaml"
+    p = subprocess.run([str(infra / "compose" / "setup.sh")], capture_output=True, text=True,
+                       env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"},
+                       timeout=120, check=False)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    tls = compose.parent / "tls"
+    for i in (1, 2, 3):  # valid for the compose name and for the one this host uses
+        for check in (["-verify_hostname", f"nats-{i}"], ["-verify_ip", "127.0.0.1"]):
+            v = subprocess.run(["openssl", "verify", "-CAfile", str(tls / "ca.pem"), *check,
+                                str(tls / f"nats-{i}.pem")], capture_output=True, text=True,
+                               timeout=30, check=False)  # fmt: skip
+            assert v.returncode == 0, (check, v.stdout, v.stderr)
+
+    topo = Topology(compose, tmp / "volumes")
+    assert len(topo.nodes) == 3
+    print(f"\nnode configs share ports {sorted(NODE_PORTS.values())} (one per container):"
+          f" on one host each node gets its own: {topo.ports}")  # fmt: skip
+    topo.prepare(tmp, compose.parent / "Dockerfile")
+    logs = tmp / "logs"
+    logs.mkdir()
+    started: list[Service] = []
+    try:
+        for name in topo.order():
+            svc = topo.services[name]
+            if topo.run_to_completion(name):
+                assert svc.spec.get("restart") == "on-failure", svc.spec.get("restart")
+                attempts = 0
+                while True:  # restart: on-failure (the cluster may still be forming)
+                    attempts += 1
+                    start(svc, logs)
+                    assert svc.proc is not None
+                    rc = svc.proc.wait(timeout=120)
+                    if rc == 0 or attempts == 10:
+                        break
+                    time.sleep(1.0)
+                assert rc == 0, f"{name} failed {attempts} times: {tail(svc)}"
+                print(f"{name}: ran to completion (attempt {attempts}): {' '.join(svc.argv[1:])}")
+                print("  ", tail(svc).strip().splitlines()[-1])
+                continue
+            start(svc, logs)
+            started.append(svc)
+            print(f"{name}: pid {svc.proc.pid if svc.proc else '?'}: {' '.join(svc.argv)}")
+            if topo.is_node(svc) and len([s for s in started if topo.is_node(s)]) == 3:
+                for node in topo.nodes:  # JetStream up, the meta leader known
+                    port = topo.ports[node.spec.get("hostname", node.name)][NODE_PORTS["http"]]
+                    wait_http(f"http://127.0.0.1:{port}/healthz", node.name, node)
+        serve = topo.services["serve"]
+        ip, port = topo.published[8787]
+        wait_http(f"http://{ip}:{port}/healthz", "serve", serve)
+
+        # As Claude Code sends them with infra/claude/managed-settings.serve.json.
+        managed = json.loads((infra / "claude" / "managed-settings.serve.json").read_text())
+        hook = managed["hooks"]["PreToolUse"][0]["hooks"][0]
+        agent_env = {"HOOKAUDIT_TOKEN": serve.env["HOOKAUDIT_SERVE_TOKEN"]}
+        headers = {k: re.sub(r"\$(\w+)", lambda m: agent_env[m[1]], v)
+                   for k, v in hook["headers"].items()}  # fmt: skip
+        url = urllib.parse.urlsplit(hook["url"])
+        endpoint = f"http://{ip}:{port}{url.path}"
+
+        def send(body: dict, auth: bool = True) -> dict:
+            req = urllib.request.Request(
+                endpoint,
+                data=json.dumps(body).encode(),
+                headers={**(headers if auth else {}), "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=hook["timeout"] + 5) as r:
+                assert r.status == 200
+                raw = r.read()
+            return json.loads(raw) if raw.strip() else {}
+
+        def decision(answer: dict) -> tuple[str, str]:
+            out = answer.get("hookSpecificOutput") or {}
+            return out.get("permissionDecision", "allow"), out.get("permissionDecisionReason", "")
+
+        session = f"compose-{uuid.uuid4().hex[:8]}"
+        with pytest.raises(urllib.error.HTTPError) as refused:  # the token is in force
+            send(_hook_input(session, "ls", 0), auth=False)
+        refused.value.close()  # the error holds the response
+        assert refused.value.code == 401
+        # The workers may still be connecting: serve fails closed until one answers, so wait
+        # for the first benign call to be allowed (a fallback is a deny).
+        deadline = time.monotonic() + 60
+        n = 0
+        while True:
+            n += 1
+            verdict = decision(send(_hook_input(session, "ls -la", n)))
+            if verdict[0] == "allow":
+                break
+            assert "no decision" in verdict[1], verdict
+            assert time.monotonic() < deadline, f"no worker answered: {verdict}"
+            time.sleep(0.5)
+        sent = {f"toolu_compose_{i:04d}" for i in range(1, n + 1)}
+        answers: Counter[str] = Counter()
+        for i in range(n + 1, n + 13):
+            bad = i % 2 == 0
+            command = "rm -rf /" if bad else f"git status && ls src{i}"
+            got, reason = decision(send(_hook_input(session, command, i)))
+            sent.add(f"toolu_compose_{i:04d}")
+            answers[got] += 1
+            if bad:
+                assert got == "deny", (command, got, reason)
+                assert "rm -rf outside the project" in reason, reason  # the policy, no fallback
+            else:
+                assert got == "allow", (command, got, reason)
+        print(f"events sent to serve: {len(sent)} ({n} until a worker answered, then 12):"
+              f" decisions {dict(answers)}")  # fmt: skip
+
+        # `docker compose exec worker-1 hookaudit verify` (compose.yaml's header).
+        w1 = topo.services["worker-1"]
+        deadline = time.monotonic() + 30
+        data = w1.host_path(w1.spec["environment"]["HOOKAUDIT_DATA_DIR"])
+        while True:
+            records = [o for o in iter_outcomes(data) if o.event.tool_use_id in sent]
+            logged = Counter(o.event.tool_use_id for o in records)
+            if set(logged) == sent or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert set(logged) == sent, sorted(sent - set(logged))
+        waited = {f"toolu_compose_{i:04d}" for i in range(1, n)}  # answered by the fallback
+        for o in (o for o in records if o.event.tool_use_id not in waited):
+            # what the agent got is the policy's, and the log says so
+            bad = "rm -rf" in json.loads(o.event.payload)["tool_input"]["command"]
+            assert o.decided_by == "policy" and o.blocked == bad, o
+        v = subprocess.run([str(BIN / "hookaudit"), "verify"], env=w1.env, cwd=w1.cwd,
+                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        assert v.returncode == 0, v.stdout + v.stderr
+        assert w1.env.get("HOOKAUDIT_LOG_KEY"), "the log key of hookaudit.env"
+        # The chain heads the workers anchored on the cluster, read with the analyst's seed
+        # (exec -e HOOKAUDIT_NATS_NKEY=/etc/hookaudit/keys/analyst.nk worker-1 ...).
+        analyst = {
+            **w1.env,
+            "HOOKAUDIT_NATS_NKEY": str(w1.host_path("/etc/hookaudit/keys/analyst.nk")),
+        }
+        a = subprocess.run([str(BIN / "hookaudit"), "verify", "--anchors"], env=analyst,
+                           cwd=w1.cwd, capture_output=True, text=True, timeout=120,
+                           check=False)  # fmt: skip
+        assert a.returncode == 0, a.stdout + a.stderr
+        per_chain = {
+            c.name: sum(1 for _ in iter_outcomes(data, worker=c.name))
+            for c in sorted((data / "log" / "active").iterdir())
+        }
+        assert set(per_chain) <= {"worker-1", "worker-2"}, per_chain
+        print(f"verify (worker-1's env, log key set): {v.stdout.strip()}")
+        print(f"verify --anchors (analyst seed): {a.stdout.strip()}")
+        print(f"logged: {len(records)} records for {len(sent)} events, all decided by the"
+              f" policy; records per chain {per_chain}")  # fmt: skip
+        for svc in started:
+            assert svc.proc is not None and svc.proc.poll() is None, f"{svc.name}: {tail(svc)}"
+    finally:
+        for svc in reversed(started):
+            stop(svc)
+    print("stopped:", ", ".join(f"{s.name} (rc {s.proc.returncode})" for s in started if s.proc))
