@@ -210,6 +210,9 @@ def _fail(message: str) -> None:
 @click.option("--job-timeout", type=click.FloatRange(2, 86400), default=600.0,
               show_default=True, help="With --distribute: fail after this many seconds "
               "without progress from any job (must exceed --ack-wait).")  # fmt: skip
+@click.option("--max-deliver", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="With --distribute: fail when a segment was handed out this many times "
+              "and every job that took it died.")  # fmt: skip
 @nats_options
 def replay_cmd(
     settings: tuple[str, ...], since: str | None, until: str | None, session: str | None,

@@ -42,14 +42,14 @@ def start_coordinator(data_dir: Path, replay_id: str, kw: dict[str, Any]) -> Any
     """The `replay.workqueue.Coordinator` of ``replay --distribute`` (pops its options)."""
     from replay.workqueue import Coordinator
 
-    ack_wait, timeout = kw.pop("ack_wait"), kw.pop("job_timeout")
+    ack_wait, timeout, tries = kw.pop("ack_wait"), kw.pop("job_timeout"), kw.pop("max_deliver")
     if timeout <= ack_wait:
         raise click.BadParameter(f"{timeout:g} s is not more than --ack-wait {ack_wait:g} s",
                                  param_hint="--job-timeout")  # fmt: skip
     connect = _connect(data_dir, kw, "replay")
     click.echo(f"replay {replay_id}: start jobs with: hookaudit replay-join --replay-id "
                f"{replay_id} --nats URL [--data-dir DIR]", err=True)  # fmt: skip
-    return Coordinator(connect, timeout=timeout, ack_wait=ack_wait,
+    return Coordinator(connect, timeout=timeout, ack_wait=ack_wait, max_deliver=tries,
                        on_event=lambda m: click.echo(f"replay: {m}", err=True))  # fmt: skip
 
 

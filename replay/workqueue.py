@@ -45,7 +45,9 @@ Rules of this file:
   data dir: the same files, a shared mount, or shipped segments in object storage); one
   it cannot find is an error, never a silently smaller replay.
 - Every NATS call has a timeout; the replay's consumer is deleted and its subject purged
-  when the coordinator finishes (the stream stays, for the next replay).
+  when the coordinator finishes (the stream stays, for the next replay). A coordinator
+  that is killed leaves them: the consumer goes after twice `timeout` idle (at least an
+  hour), its work items after 7 days (the stream's max age; no replay may run longer).
 - Least privilege: the coordinator needs the ``replay`` role, the jobs ``replay-join``
   (`ingest.natsauth`).
 
@@ -78,6 +80,10 @@ __all__ = ["STREAM", "Coordinator", "consumer_name", "refused", "subject"]
 Connect = Callable[[], Awaitable[Any]]  # returns a connected nats.aio.client.Client
 STREAM = "HOOK_REPLAY"  # ingest.natsauth.REPLAY_STREAM: the roles name it
 _ALL_SEGS = "hookaudit.replay.*.segs"  # the stream's subjects: every replay's work
+# What a coordinator that was killed leaves: its consumer goes once idle (inactive
+# threshold), its unfinished work once this old (the stream's max age).
+_LEFTOVERS = 7 * 86400.0
+_STREAM_NAME_IN_USE = 10058  # JetStream's err_code: a stream of that name, other settings
 
 
 def _dec_hook(t: Any, obj: Any) -> Any:
@@ -223,9 +229,10 @@ class Coordinator:
         name = consumer_name(rid)
         segs_subject = subject(rid, "segs")
         try:
-            await js.add_stream(StreamConfig(name=STREAM, subjects=[_ALL_SEGS],
-                                             retention=RetentionPolicy.WORK_QUEUE,
-                                             storage=StorageType.FILE))  # fmt: skip
+            await _create_stream(js, StreamConfig(name=STREAM, subjects=[_ALL_SEGS],
+                                                  retention=RetentionPolicy.WORK_QUEUE,
+                                                  storage=StorageType.FILE,
+                                                  max_age=_LEFTOVERS))  # fmt: skip
         except Exception as exc:
             try:
                 refused(nc, "the coordinator", "replay")
@@ -237,7 +244,8 @@ class Coordinator:
                 await js.add_consumer(STREAM, ConsumerConfig(
                     durable_name=name, filter_subject=segs_subject,
                     ack_policy=AckPolicy.EXPLICIT, ack_wait=self.ack_wait,
-                    max_deliver=self.max_deliver, max_ack_pending=-1))  # fmt: skip
+                    max_deliver=self.max_deliver, max_ack_pending=-1,
+                    inactive_threshold=max(2 * self.timeout, 3600.0)))  # fmt: skip
                 by_seq: dict[int, Work] = {}
                 for w in work:
                     ack = await js.publish(segs_subject, enc.encode(w), stream=STREAM)
@@ -371,6 +379,18 @@ class Coordinator:
         merged = _merge([results[p] for p in sorted(results)])
         merged.summary.finish(keep)
         return merged
+
+
+async def _create_stream(js: Any, config: Any) -> None:
+    """Create `STREAM`; one that exists with other settings (an operator's: replicas, limits)
+    is used as it is."""
+    from nats.js.errors import BadRequestError
+
+    try:
+        await js.add_stream(config)
+    except BadRequestError as exc:
+        if exc.err_code != _STREAM_NAME_IN_USE:
+            raise
 
 
 async def _wait(event: asyncio.Event, seconds: float) -> None:

@@ -7,6 +7,8 @@ refused in one line."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
@@ -23,6 +25,7 @@ import pytest
 from ingest import embedded
 from ingest.log import LogWriter
 from ingest.natsauth import auth_dir
+from replay.workqueue import STREAM
 from tests.conftest import NatsServer
 from tests.integration.test_log_contract import make
 
@@ -159,6 +162,27 @@ def wait_for(what: Callable[[], bool], seconds: float = 120.0) -> None:
         time.sleep(0.1)
 
 
+async def operators_stream(url: str, *, check: bool = False) -> bool:
+    """HOOK_REPLAY as an operator may have made it (other limits than the coordinator's);
+    with `check`: whether it is still so."""
+    import nats as nats_py
+    from nats.js.api import RetentionPolicy, StreamConfig
+
+    nc = await nats_py.connect(url)
+    try:
+        js = nc.jetstream()
+        if check:
+            return (await js.stream_info(STREAM)).config.description == "the operator's"
+        with contextlib.suppress(nats_py.js.errors.NotFoundError):
+            await js.delete_stream(STREAM)
+        await js.add_stream(StreamConfig(name=STREAM, subjects=["hookaudit.replay.*.segs"],
+                                         retention=RetentionPolicy.WORK_QUEUE,
+                                         description="the operator's", max_age=30 * 86400))  # fmt: skip
+        return True
+    finally:
+        await nc.close()
+
+
 def test_two_job_processes_give_the_report_of_one(nats_server: NatsServer, tmp_path: Path) -> None:
     data = tmp_path / "data"
     records = write_log(data)
@@ -167,6 +191,7 @@ def test_two_job_processes_give_the_report_of_one(nats_server: NatsServer, tmp_p
     assert one["events"] == records and one["changed"] > 0
 
     url = ("--nats", nats_server.url)
+    asyncio.run(operators_stream(nats_server.url))
     started = time.perf_counter()
     two, said, _ = distributed(data, policy, 2, url)
     seconds = time.perf_counter() - started
@@ -177,6 +202,7 @@ def test_two_job_processes_give_the_report_of_one(nats_server: NatsServer, tmp_p
     assert "read 17 segment(s)" in said1[0]
     for key in SAME:
         assert two[key] == one[key] == single[key], key
+    assert asyncio.run(operators_stream(nats_server.url, check=True))  # used, left as it was
     print(
         f"distributed replay: {records} events; 2 jobs took {shares} of 17 work items "
         f"({seconds:.1f} s with start-up), 1 job 17; digest {one['digest'][:12]}… the same"
@@ -250,6 +276,44 @@ def test_a_replay_whose_jobs_make_no_progress_fails_in_one_line(
     assert re.fullmatch(r"hookaudit replay: replay jobs made no progress for 8 s \(0 of 17 "
                         r"segment\(s\) done; waiting for job\(s\) none reported\)", last), err  # fmt: skip
     print(f"no progress: {last}")
+
+
+def test_a_segment_every_job_dies_on_fails_the_replay_in_one_line(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """Jobs that each die holding a segment, one after another: once a segment was handed
+    out --max-deliver times, the next pull makes JetStream say so and the coordinator fails
+    naming it."""
+    data = tmp_path / "data"
+    write_log(data)
+    policy = settings(tmp_path)
+    cmd = replay_cmd(data, policy, "--distribute", "--nats", nats_server.url,
+                     "--ack-wait", "2", "--max-deliver", "2", "--job-timeout", "120")  # fmt: skip
+    coord = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victims: list[subprocess.Popen[str]] = []
+    try:
+        assert coord.stderr is not None
+        m = re.search(r"--replay-id (\S+)", coord.stderr.readline())
+        assert m
+        while coord.poll() is None and len(victims) < 10:
+            v = subprocess.Popen(join_cmd(m.group(1), "--nats", nats_server.url),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env(victim=True))  # fmt: skip
+            victims.append(v)
+            marker = tmp_path / f"ran.{v.pid}"
+            wait_for(lambda: marker.exists() or coord.poll() is not None)  # noqa: B023
+            v.send_signal(signal.SIGKILL)
+            v.wait()
+            time.sleep(3)  # past the ack wait: what it held is delivered again
+        out, err = coord.communicate(timeout=120)
+    finally:
+        reap(coord, *victims)
+    assert coord.returncode == 1 and not out, err
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(r"hookaudit replay: segment \S+ was delivered 2 times and no job "
+                        r"finished it \(each job that took it died or gave it back\)", last), err  # fmt: skip
+    print(f"max deliver: {len(victims)} jobs killed; {last}")
 
 
 def test_roles_on_the_authenticated_embedded_server(tmp_path: Path) -> None:
