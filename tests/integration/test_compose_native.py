@@ -56,7 +56,7 @@ import yaml
 from ingest.embedded import find_nats_server
 from ingest.log import iter_outcomes
 
-pytestmark = [pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -100,7 +100,10 @@ class Topology:
 
     def __init__(self, compose: Path, volumes: Path) -> None:
         self.dir = compose.parent
-        self.doc = yaml.safe_load(compose.read_text())  # SafeLoader merges `<<` anchors
+        text = compose.read_text()
+        # compose would interpolate ${VAR} from the shell: the file must not depend on one
+        assert "$" not in text, "compose.yaml interpolates a variable: this test does not"
+        self.doc = yaml.safe_load(text)  # SafeLoader merges `<<` anchors as compose does
         self.volumes = volumes
         self.services = {n: self._service(n, s) for n, s in self.doc["services"].items()}
         self.nodes = [s for s in self.services.values() if self.is_node(s)]
@@ -109,6 +112,7 @@ class Topology:
             for s in self.nodes
         }  # fmt: skip
         self.published: dict[int, tuple[str, int]] = {}  # container port -> host address
+        self.published_as: dict[int, str] = {}  # container port -> compose's host address
 
     @staticmethod
     def is_node(svc: Service) -> bool:
@@ -178,8 +182,9 @@ class Topology:
                 svc.env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
                 continue
             for port in spec.get("ports", []):
-                host_ip, _, container = port.split(":")
+                host_ip, host_port, container = port.split(":")
                 self.published[int(container)] = (host_ip, free_port())
+                self.published_as[int(container)] = f"{host_ip}:{host_port}"
             env: dict[str, str] = {}
             for line in (self.dir / spec["env_file"]).read_text().splitlines():
                 if line.strip() and not line.lstrip().startswith("#"):
@@ -308,6 +313,7 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
     logs = tmp / "logs"
     logs.mkdir()
     started: list[Service] = []
+    ran: list[Service] = []  # run to completion: stopped too if the test fails meanwhile
     try:
         for name in topo.order():
             svc = topo.services[name]
@@ -317,6 +323,7 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
                 while True:  # restart: on-failure (the cluster may still be forming)
                     attempts += 1
                     start(svc, logs)
+                    ran.append(svc)
                     assert svc.proc is not None
                     rc = svc.proc.wait(timeout=120)
                     if rc == 0 or attempts == 10:
@@ -344,6 +351,7 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
         headers = {k: re.sub(r"\$(\w+)", lambda m: agent_env[m[1]], v)
                    for k, v in hook["headers"].items()}  # fmt: skip
         url = urllib.parse.urlsplit(hook["url"])
+        assert url.netloc == topo.published_as[8787], (hook["url"], topo.published_as)
         endpoint = f"http://{ip}:{port}{url.path}"
 
         def send(body: dict, auth: bool = True) -> dict:
@@ -405,6 +413,17 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
                 break
             time.sleep(0.3)
         assert set(logged) == sent, sorted(sent - set(logged))
+        # Each worker opens its own chain (the compose file's --name) on the shared volume.
+        chains = sorted(
+            svc.spec["command"][svc.spec["command"].index("--name") + 1]
+            for svc in topo.services.values()
+            if svc.spec.get("command", [None, None])[1] == "worker"
+        )
+        assert len(chains) == 2, chains
+        deadline = time.monotonic() + 60
+        while not all((data / "log" / "active" / c).is_dir() for c in chains):
+            assert time.monotonic() < deadline, f"chains {chains} not all opened"
+            time.sleep(0.3)
         waited = {f"toolu_compose_{i:04d}" for i in range(1, n)}  # answered by the fallback
         for o in (o for o in records if o.event.tool_use_id not in waited):
             # what the agent got is the policy's, and the log says so
@@ -428,7 +447,8 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
             c.name: sum(1 for _ in iter_outcomes(data, worker=c.name))
             for c in sorted((data / "log" / "active").iterdir())
         }
-        assert set(per_chain) <= {"worker-1", "worker-2"}, per_chain
+        assert sorted(per_chain) == chains, per_chain
+        assert f"in {len(chains)} chain(s) verified" in v.stdout, v.stdout
         print(f"verify (worker-1's env, log key set): {v.stdout.strip()}")
         print(f"verify --anchors (analyst seed): {a.stdout.strip()}")
         print(f"logged: {len(records)} records for {len(sent)} events, all decided by the"
@@ -436,6 +456,6 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
         for svc in started:
             assert svc.proc is not None and svc.proc.poll() is None, f"{svc.name}: {tail(svc)}"
     finally:
-        for svc in reversed(started):
+        for svc in [*reversed(started), *ran]:
             stop(svc)
     print("stopped:", ", ".join(f"{s.name} (rc {s.proc.returncode})" for s in started if s.proc))
