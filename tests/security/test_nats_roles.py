@@ -298,3 +298,52 @@ async def test_an_emitter_reads_only_its_own_inbox(auth_dir: Path, session: Sess
     assert session.violated('subscription to "_INBOX.>"'), session.errors
     assert session.violated('subscription to "_INBOX.someone-else.>"'), session.errors
     print("emitter: subscribing to every inbox or another's refused; its own prefix works")
+
+
+async def test_the_replay_roles_reach_no_hook_stream(auth_dir: Path, session: Session) -> None:
+    """A distributed replay's coordinator (replay) and jobs (replay-join) see only
+    HOOK_REPLAY; a job can neither make nor remove a queue, nor pose as the coordinator."""
+    await session.open(auth_dir, "replay-join")
+    js = session.nc.jetstream(timeout=1.0)
+    queue = js_api.StreamConfig(name="HOOK_REPLAY", subjects=["hookaudit.replay.*.segs"])
+    for attempt in (
+        lambda: js.stream_info(ha_nats.EVENTS_STREAM),
+        lambda: js.add_stream(queue),
+        lambda: js.delete_stream("HOOK_REPLAY"),
+        lambda: js.add_consumer("HOOK_REPLAY", js_api.ConsumerConfig(durable_name="spy")),
+    ):
+        with pytest.raises((nats.errors.Error, asyncio.TimeoutError)):
+            await attempt()
+    await session.nc.subscribe("hookaudit.replay.*.join")  # a forged coordinator
+    await session.nc.publish("hookaudit.replay.x.segs", b"forged work")
+    await _settle(session.nc)
+    for subject in ("$JS.API.STREAM.INFO.HOOK_EVENTS", "$JS.API.STREAM.CREATE.HOOK_REPLAY",
+                    "$JS.API.STREAM.DELETE.HOOK_REPLAY", "$JS.API.CONSUMER",
+                    'subscription to "hookaudit.replay.*.join"',
+                    'publish to "hookaudit.replay.x.segs"'):  # fmt: skip
+        assert session.violated(subject), (subject, session.errors)
+
+    coord = await Session().open(auth_dir, "replay")
+    try:
+        js = coord.nc.jetstream(timeout=1.0)
+        for denied in (
+            lambda: js.stream_info(ha_nats.EVENTS_STREAM),
+            lambda: js.get_msg(ha_nats.EVENTS_STREAM, 1),
+            lambda: js.purge_stream(ha_nats.EVENTS_STREAM),
+            lambda: js.delete_stream("HOOK_REPLAY"),
+        ):
+            with pytest.raises((nats.errors.Error, asyncio.TimeoutError)):
+                await denied()
+        await coord.nc.subscribe("hooks.outcomes.>")
+        await coord.nc.publish("hooks.events.Stop", b"forged event")
+        await _settle(coord.nc)
+        for subject in ("$JS.API.STREAM.INFO.HOOK_EVENTS", "$JS.API.STREAM.MSG.GET.HOOK_EVENTS",
+                        "$JS.API.STREAM.PURGE.HOOK_EVENTS", "$JS.API.STREAM.DELETE.HOOK_REPLAY",
+                        'subscription to "hooks.outcomes.>"',
+                        'publish to "hooks.events.Stop"'):  # fmt: skip
+            assert coord.violated(subject), (subject, coord.errors)
+    finally:
+        await coord.nc.close()
+    print("replay-join: hook stream info, queue create/delete, consumer create, posing as the "
+          "coordinator, queueing work: denied; replay: hook streams read/purge, HOOK_REPLAY "
+          "delete, outcomes, events: denied")  # fmt: skip
