@@ -20,7 +20,10 @@ What a single host forces, and only that:
   under a directory that user cannot read).
 
 The nats image's entrypoint runs nats-server with the command when its first argument starts
-with '-'; `hookaudit` is this venv's console script. The services start in depends_on order;
+with '-'. `hookaudit` is the image's: the Dockerfile's COPY set from the compose build
+context, built as its `pip install .` would into a venv of its own (this venv's dependencies
+on its path, not its editable checkout), with this venv's console script; a module or data
+file the image would lack is missing here too. The services start in depends_on order;
 `provision` runs to completion under its `restart: on-failure`. Then hook events are sent to
 serve as infra/claude/managed-settings.serve.json sends them (its URL path and headers, the
 token from hookaudit.env): the shipped policy denies a destructive command and allows a
@@ -39,6 +42,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import urllib.error
@@ -68,6 +72,69 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def image_install(build: dict, tmp: Path) -> Path:
+    """The hookaudit image's install, without a container runtime: the Dockerfile's COPY set
+    (from the compose file's build context) in a source dir, built by setuptools' build_py
+    into a venv of its own, which is what `pip install .` puts in site-packages; the third-party
+    dependencies come from this venv's site-packages as a plain path entry, so its editable
+    install of the checkout is not loaded. Returns that venv's bin dir, with the `hookaudit`
+    console script."""
+    context = (REPO / "infra" / "compose" / build["context"]).resolve()
+    assert context == REPO, context
+    dockerfile = (context / build["dockerfile"]).read_text()
+    src = tmp / "image" / "src"
+    src.mkdir(parents=True)
+    for line in re.findall(r"(?m)^COPY\s+(.+)$", dockerfile):
+        *sources, dest = line.split()
+        for source in sources:
+            if (context / source).is_dir():
+                shutil.copytree(context / source, src / dest, ignore=ignore_caches)
+            else:  # into the directory dest (`./`: WORKDIR /src)
+                (src / dest).mkdir(parents=True, exist_ok=True)
+                shutil.copy(context / source, src / dest / Path(source).name)
+    assert re.search(r"(?m)^RUN pip install --no-cache-dir \. ", dockerfile), dockerfile
+    venv = tmp / "image" / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   capture_output=True, timeout=120)  # fmt: skip
+    site = Path(
+        subprocess.check_output(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ],
+            text=True,
+            timeout=60,
+        ).strip()
+    )
+    deps = sysconfig.get_paths()["purelib"]
+    (site / "hookaudit-image-deps.pth").write_text(deps + "\n")
+    p = subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "-q",
+                        "build_py", "--build-lib", str(site)], cwd=src, capture_output=True,
+                       text=True, timeout=120, check=False)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    script = (BIN / "hookaudit").read_text().split("\n", 1)[1]  # pip's script, its python
+    (venv / "bin" / "hookaudit").write_text(f"#!{venv / 'bin' / 'python'}\n{script}")
+    (venv / "bin" / "hookaudit").chmod(0o755)
+    where = subprocess.check_output(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import sys, engine, ingest.log, queries, replay, hookaudit.entry;"
+            "print(ingest.log.__file__); print(any('editable' in repr(f) for f in sys.meta_path))",
+        ],
+        text=True,
+        timeout=60,
+        cwd=tmp,
+    ).split()  # fmt: skip (not from the checkout: python -c puts the cwd first)
+    assert where == [str(site / "ingest" / "log" / "__init__.py"), "False"], where
+    return venv / "bin"
+
+
+def ignore_caches(_dir: str, names: list[str]) -> list[str]:
+    return [n for n in names if n == "__pycache__"]
 
 
 @dataclass
@@ -169,7 +236,7 @@ class Topology:
         out.write_text("\n".join(lines) + "\n")
         return out
 
-    def prepare(self, tmp: Path, dockerfile: Path) -> None:
+    def prepare(self, tmp: Path, dockerfile: Path, image_bin: Path) -> None:
         image_dir = re.findall(r"(?m)^WORKDIR\s+(\S+)", dockerfile.read_text())[-1]
         home = re.search(r"--home\s+(\S+)", dockerfile.read_text())
         for svc in self.services.values():
@@ -194,12 +261,12 @@ class Topology:
             svc.env = {k: self.map_names(svc.map_paths(v)) for k, v in env.items()}
             svc.cwd = svc.host_path(image_dir)
             svc.env |= {
-                "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
+                "PATH": f"{image_bin}:/usr/local/bin:/usr/bin:/bin",
                 "HOME": str(svc.host_path(home[1] if home else image_dir)),
                 "LANG": "C.UTF-8",
             }
             assert spec["command"][0] == "hookaudit", spec["command"]
-            argv = [str(BIN / "hookaudit")]
+            argv = [str(image_bin / "hookaudit")]
             for arg in spec["command"][1:]:
                 for container, (ip, hport) in self.published.items():
                     arg = re.sub(rf"^0\.0\.0\.0:{container}$", f"{ip}:{hport}", arg)
@@ -309,7 +376,12 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
     assert len(topo.nodes) == 3
     print(f"\nnode configs share ports {sorted(NODE_PORTS.values())} (one per container):"
           f" on one host each node gets its own: {topo.ports}")  # fmt: skip
-    topo.prepare(tmp, compose.parent / "Dockerfile")
+    builds = {json.dumps(s["build"], sort_keys=True) for s in topo.doc["services"].values()
+              if "build" in s}  # fmt: skip
+    assert len(builds) == 1, builds  # one image for every hookaudit service
+    image_bin = image_install(json.loads(builds.pop()), tmp)
+    print(f"hookaudit image: the Dockerfile's COPY set installed in {image_bin.parent}")
+    topo.prepare(tmp, compose.parent / "Dockerfile", image_bin)
     logs = tmp / "logs"
     logs.mkdir()
     started: list[Service] = []
@@ -429,7 +501,7 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
             # what the agent got is the policy's, and the log says so
             bad = "rm -rf" in json.loads(o.event.payload)["tool_input"]["command"]
             assert o.decided_by == "policy" and o.blocked == bad, o
-        v = subprocess.run([str(BIN / "hookaudit"), "verify"], env=w1.env, cwd=w1.cwd,
+        v = subprocess.run([str(image_bin / "hookaudit"), "verify"], env=w1.env, cwd=w1.cwd,
                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
         assert v.returncode == 0, v.stdout + v.stderr
         assert w1.env.get("HOOKAUDIT_LOG_KEY"), "the log key of hookaudit.env"
@@ -439,7 +511,7 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
             **w1.env,
             "HOOKAUDIT_NATS_NKEY": str(w1.host_path("/etc/hookaudit/keys/analyst.nk")),
         }
-        a = subprocess.run([str(BIN / "hookaudit"), "verify", "--anchors"], env=analyst,
+        a = subprocess.run([str(image_bin / "hookaudit"), "verify", "--anchors"], env=analyst,
                            cwd=w1.cwd, capture_output=True, text=True, timeout=120,
                            check=False)  # fmt: skip
         assert a.returncode == 0, a.stdout + a.stderr
