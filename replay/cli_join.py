@@ -64,7 +64,7 @@ def start_coordinator(data_dir: Path, replay_id: str, kw: dict[str, Any]) -> Any
     "coordinator's path).",
 )
 @click.option("--timeout", type=click.FloatRange(1, 86400), default=600.0, show_default=True,
-              help="Seconds to wait for the other jobs' reports.")  # fmt: skip
+              help="Seconds to wait for a coordinator that does not answer.")  # fmt: skip
 @nats_options
 def replay_join_cmd(replay_id: str, data_dir: Path | None, timeout: float, **kw: Any) -> None:
     """Be one job of a distributed replay: take segments from its JetStream work queue

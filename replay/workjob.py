@@ -31,6 +31,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engine.errors import Unavailable
 from ingest.log import Segment, segments
 from replay import request as request_mod
 from replay.request import Request
@@ -248,6 +249,12 @@ def _hand_in(
     """Settle a part, send its result; ack what an accepted result covers, nak the rest."""
     settled = part.job.settle(earliest, keep)
     data = enc.encode(Result(part=part.part, result=settled))
+    limit = int(getattr(bridge.nc, "max_payload", 0) or 0)
+    if limit and len(data) > limit:  # one message: NATS would drop the connection
+        raise Unavailable(
+            f"the result of {len(part.items)} segment(s) is {len(data)} bytes, over the NATS "
+            f"server's max_payload of {limit}: replay with --store none, or raise max_payload"
+        )
     reply = bridge.call(_ask(bridge.nc, subject(replay_id, "result"), data, timeout),
                         timeout + 10)  # fmt: skip
     if reply is None:  # the coordinator is gone: nothing to hand in to

@@ -316,6 +316,49 @@ def test_a_segment_every_job_dies_on_fails_the_replay_in_one_line(
     print(f"max deliver: {len(victims)} jobs killed; {last}")
 
 
+def test_a_result_over_max_payload_fails_the_job_in_one_line(tmp_path: Path) -> None:
+    """--store changed sends the outcomes to store with a part's result: on a server with a
+    small max_payload the job says so instead of losing its connection."""
+    import socket
+
+    data = tmp_path / "data"
+    write_log(data)
+    policy = settings(tmp_path)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    conf = tmp_path / "small.conf"
+    conf.write_text(f"listen: 127.0.0.1:{port}\nmax_payload: 8192\n"
+                    f"jetstream {{ store_dir: {tmp_path / 'store'} }}\n")  # fmt: skip
+    log = (tmp_path / "nats.log").open("wb")
+    server = subprocess.Popen([embedded.find_nats_server(), "-c", str(conf)], stdout=log,
+                              stderr=subprocess.STDOUT)  # fmt: skip
+    coord: subprocess.Popen[str] | None = None
+    try:
+        wait_for(lambda: b"Server is ready" in (tmp_path / "nats.log").read_bytes(), 30)
+        url = f"nats://127.0.0.1:{port}"
+        coord = subprocess.Popen(
+            replay_cmd(data, policy, "--distribute", "--nats", url, "--store", "changed"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert coord.stderr is not None
+        m = re.search(r"--replay-id (\S+)", coord.stderr.readline())
+        assert m
+        job = subprocess.run(join_cmd(m.group(1), "--nats", url), capture_output=True,
+                             text=True, timeout=180, env=env())  # fmt: skip
+    finally:
+        reap(coord)
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+        log.close()
+    assert job.returncode == 1 and "Traceback" not in job.stderr, job.stderr
+    (line,) = job.stderr.strip().splitlines()
+    assert re.fullmatch(r"hookaudit replay-join: the result of \d+ segment\(s\) is \d+ bytes, "
+                        r"over the NATS server's max_payload of 8192: replay with --store "
+                        r"none, or raise max_payload", line), line  # fmt: skip
+    print(f"max_payload: {line}")
+
+
 def test_roles_on_the_authenticated_embedded_server(tmp_path: Path) -> None:
     """The coordinator and its jobs use the data dir's embedded server with their own role
     keys (no --nats); the worker's key cannot join, the job's key cannot coordinate."""
