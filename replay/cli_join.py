@@ -79,8 +79,8 @@ def replay_join_cmd(replay_id: str, data_dir: Path | None, timeout: float, **kw:
     from hookaudit.options import default_data_dir
     from replay.workjob import join
 
-    connect = _connect(data_dir or default_data_dir(), kw, "replay-join")
     try:
+        connect = _connect(data_dir or default_data_dir(), kw, "replay-join")
         taken = join(connect, replay_id, data_dir=str(data_dir) if data_dir else None,
                      timeout=timeout)  # fmt: skip
     except (HookauditError, ValueError, OSError, TimeoutError) as exc:
