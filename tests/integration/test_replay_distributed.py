@@ -94,12 +94,13 @@ def distributed(
     nats: tuple[str, ...] = (),
     *,
     coord_extra: tuple[str, ...] = (),
+    join_nats: tuple[str, ...] | None = None,
     victims: int = 0,
     meanwhile: Callable[[str, list[subprocess.Popen[str]]], None] | None = None,
 ) -> tuple[dict[str, Any], list[str], str]:
     """The report of a replay run by `jobs` replay-join processes (the first `victims` of
     them hang in their first segment); `meanwhile(replay_id, joiners)` runs once they are
-    started. Returns the report, each surviving job's last stderr line, the coordinator's
+    started. `join_nats`: the jobs' connection flags, if not the coordinator's. Returns the report, each surviving job's last stderr line, the coordinator's
     stderr."""
     coord = subprocess.Popen(replay_cmd(data, policy, "--distribute", *nats, *coord_extra),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -110,7 +111,8 @@ def distributed(
         m = re.search(r"--replay-id (\S+)", line)
         assert m, line
         joiners = [
-            subprocess.Popen(join_cmd(m.group(1), *nats), stdout=subprocess.PIPE,
+            subprocess.Popen(join_cmd(m.group(1), *(nats if join_nats is None else join_nats)),
+                             stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=env(k < victims))
             for k in range(jobs)
         ]  # fmt: skip

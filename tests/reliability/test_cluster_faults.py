@@ -252,3 +252,43 @@ async def test_kill_one_node_of_three_during_ingest(nats_cluster: Cluster, tmp_p
     assert not seen.keys() - want
     report = verify(data)
     assert report.ok, report
+
+
+def test_distributed_replay_on_the_cluster_with_a_job_killed(
+    nats_cluster: Cluster, tmp_path: Path
+) -> None:
+    """`replay --distribute` and two `replay-join` jobs on the cluster over TLS, each with
+    its own role's key (replay, replay-join), as deployed: one job SIGKILLed in the middle
+    of its first segment; the survivor runs its segments again, and the report equals a
+    local replay's."""
+    from tests.integration import test_replay_distributed as rd
+
+    data = tmp_path / "data"
+    records = rd.write_log(data)
+    policy = rd.settings(tmp_path)
+    one = rd.local(data, policy)
+    for f in tmp_path.glob("ran.*"):
+        f.unlink()
+    cluster = nats_cluster
+    via = ("--nats", cluster.urls, "--tls-ca", str(cluster.ca))
+
+    def strike(_rid: str, joiners: list[subprocess.Popen[str]]) -> None:
+        victim = joiners[0]
+        rd.wait_for(lambda: (tmp_path / f"ran.{victim.pid}").exists())
+        victim.send_signal(signal.SIGKILL)
+
+    got, said, err = rd.distributed(
+        data, policy, 2, (*via, "--nkey", cluster.seed("replay")),
+        join_nats=(*via, "--nkey", cluster.seed("replay-join")),
+        coord_extra=("--ack-wait", "3", "--job-timeout", "120"), victims=1, meanwhile=strike,
+    )  # fmt: skip
+    survivor = rd.taken(said[0])
+    assert survivor >= 17, (said, err)
+    for key in rd.SAME:
+        assert got[key] == one[key], key
+    assert got["events"] == records
+    print(
+        f"\ndistributed replay on the 3-node TLS cluster with the role keys, one of 2 jobs "
+        f"SIGKILLed: the survivor read {survivor} of 17 work items; events {got['events']} of "
+        f"{records}, digest {got['digest'][:12]}… the local one"
+    )
