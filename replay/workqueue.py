@@ -255,12 +255,13 @@ class Coordinator:
                 raise Unavailable(f"cannot queue the segments for {name}: {_why(exc)}") from exc
             return await self._serve(nc, req, keep, by_seq, skip)
         finally:
-            try:
-                with contextlib.suppress(Exception):  # none if add_consumer failed
-                    await js.delete_consumer(STREAM, name)
+            # Best effort: a finished replay left nothing (every item acked), and a cleanup
+            # refused or timed out must not hide its result (their leftovers go by themselves).
+            with contextlib.suppress(Exception):  # none if add_consumer failed
+                await js.delete_consumer(STREAM, name)
+            with contextlib.suppress(Exception):
                 await js.purge_stream(STREAM, subject=segs_subject)
-            finally:
-                await nc.close()
+            await nc.close()
 
     async def _serve(
         self,
