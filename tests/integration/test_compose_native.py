@@ -8,7 +8,9 @@ container path in an argument, an environment value or a node config is mapped t
 mount names on the host (a bind mount: that file or directory; a named volume: one
 directory per volume, shared by every service that mounts it), and the working directory and
 HOME are the image's (the Dockerfile's WORKDIR and user home). A container path that no mount
-provides is a bug of the compose file and fails the test.
+provides (nor the image makes) is a bug of the compose file and fails the test, and so does a
+container given a secret of another role (the CA's key, a peer node's key, a seed it does not
+use).
 
 What a single host forces, and only that:
 - the hostnames nats-1..3 become 127.0.0.1 with each node's own ports: the three shipped node
@@ -133,6 +135,25 @@ def image_install(build: dict, tmp: Path) -> Path:
     return venv / "bin"
 
 
+SECRET = re.compile(r"(-key\.pem|\.nk)$")
+ROLE_SECRETS = {
+    **{f"nats-{i}": {f"nats-{i}-key.pem"} for i in (1, 2, 3)},  # not the CA's, nor a peer's
+    "provision": {"worker.nk"},
+    "worker-1": {"worker.nk", "reply.nk"},
+    "worker-2": {"worker.nk", "reply.nk"},
+    "serve": {"emitter.nk"},  # cannot sign a decision
+}
+
+
+def secrets_of(svc: Service) -> set[str]:
+    """The private keys and seeds a service's mounts expose to it."""
+    out: set[str] = set()
+    for _, host in svc.mounts:
+        files = [host] if host.is_file() else [p for p in host.rglob("*") if p.is_file()]
+        out |= {p.name for p in files if SECRET.search(p.name)}
+    return out
+
+
 def ignore_caches(_dir: str, names: list[str]) -> list[str]:
     return [n for n in names if n == "__pycache__"]
 
@@ -165,8 +186,11 @@ class Service:
 class Topology:
     """compose.yaml read as compose reads it, mapped onto this host."""
 
-    def __init__(self, compose: Path, volumes: Path) -> None:
+    def __init__(self, compose: Path, volumes: Path, image_dirs: list[str]) -> None:
+        """`image_dirs`: the directories the hookaudit image makes (WORKDIR, mkdir): where no
+        volume is mounted, each container has its own (a directory per service here)."""
         self.dir = compose.parent
+        self.image_dirs = image_dirs
         text = compose.read_text()
         # compose would interpolate ${VAR} from the shell: the file must not depend on one
         assert "$" not in text, "compose.yaml interpolates a variable: this test does not"
@@ -197,6 +221,12 @@ class Topology:
                 host = self.volumes / src
                 host.mkdir(parents=True, exist_ok=True)
             mounts.append((target, host))
+        if "build" in spec:
+            for d in self.image_dirs:
+                if all(target != d for target, _ in mounts):
+                    own = self.volumes.parent / "containers" / name / d.lstrip("/")
+                    own.mkdir(parents=True, exist_ok=True)
+                    mounts.append((d, own))
         mounts.sort(key=lambda m: -len(m[0]))
         return Service(name, spec, mounts)
 
@@ -372,8 +402,20 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
                                timeout=30, check=False)  # fmt: skip
             assert v.returncode == 0, (check, v.stdout, v.stderr)
 
-    topo = Topology(compose, tmp / "volumes")
+    dockerfile = (compose.parent / "Dockerfile").read_text()
+    image_dirs = re.findall(r"(?m)^WORKDIR\s+(\S+)", dockerfile)
+    image_dirs += re.findall(r"mkdir -p (\S+)", dockerfile)
+    topo = Topology(compose, tmp / "volumes", sorted(set(image_dirs)))
     assert len(topo.nodes) == 3
+    for name, svc in topo.services.items():  # each container holds its role's secrets only
+        assert secrets_of(svc) == ROLE_SECRETS[name], (name, secrets_of(svc))
+    print("secrets each container holds:", {n: sorted(v) for n, v in ROLE_SECRETS.items()})
+    assert "HOOKAUDIT_LOG_KEY" in (compose.parent / "hookaudit.env").read_text()
+    assert topo.doc["services"]["serve"]["environment"]["HOOKAUDIT_LOG_KEY"] == ""
+    data_of = {n: s.host_path("/var/lib/hookaudit") for n, s in topo.services.items()
+               if not topo.is_node(s)}  # fmt: skip
+    assert data_of["worker-1"] == data_of["worker-2"], data_of  # the log's volume
+    assert len({data_of["worker-1"], data_of["serve"], data_of["provision"]}) == 3, data_of
     print(f"\nnode configs share ports {sorted(NODE_PORTS.values())} (one per container):"
           f" on one host each node gets its own: {topo.ports}")  # fmt: skip
     builds = {json.dumps(s["build"], sort_keys=True) for s in topo.doc["services"].values()
@@ -505,11 +547,12 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
         assert v.returncode == 0, v.stdout + v.stderr
         assert w1.env.get("HOOKAUDIT_LOG_KEY"), "the log key of hookaudit.env"
-        # The chain heads the workers anchored on the cluster, read with the analyst's seed
-        # (exec -e HOOKAUDIT_NATS_NKEY=/etc/hookaudit/keys/analyst.nk worker-1 ...).
+        # The chain heads the workers anchored on the cluster, checked by an operator with the
+        # analyst seed setup.sh made, which no service holds (`docker compose run -v
+        # ./keys/analyst.nk:… -e HOOKAUDIT_NATS_NKEY=… worker-1 hookaudit verify --anchors`).
         analyst = {
             **w1.env,
-            "HOOKAUDIT_NATS_NKEY": str(w1.host_path("/etc/hookaudit/keys/analyst.nk")),
+            "HOOKAUDIT_NATS_NKEY": str(compose.parent / "keys" / "analyst.nk"),
         }
         a = subprocess.run([str(image_bin / "hookaudit"), "verify", "--anchors"], env=analyst,
                            cwd=w1.cwd, capture_output=True, text=True, timeout=120,
