@@ -129,8 +129,8 @@ def image_install(build: dict, tmp: Path) -> Path:
         ],
         text=True,
         timeout=60,
-        cwd=tmp,
-    ).split()  # fmt: skip (not from the checkout: python -c puts the cwd first)
+        cwd=tmp,  # not the checkout: python -c puts the cwd first on its path
+    ).split()
     assert where == [str(site / "ingest" / "log" / "__init__.py"), "False"], where
     return venv / "bin"
 
