@@ -97,17 +97,26 @@ class ConnectOptions:
         first_errors: list[str] = []
         connected = False
 
+        last: list[str] = []  # the last trouble logged: an outage is one line, not one a try
+
         async def on_error(exc: Exception) -> None:
-            if connected:
-                _log.warning("NATS connection: %s", describe(exc))
-            else:
+            if not connected:
                 first_errors.append(describe(exc))
+            elif last != [describe(exc)]:
+                last[:] = [describe(exc)]
+                _log.warning("NATS connection: %s", last[0])
+
+        async def on_reconnected() -> None:
+            url = nc.connected_url
+            if last and url is not None:
+                _log.warning("NATS connection: reconnected to %s", _redact(url.geturl()))
+            last.clear()
 
         nc = Client()
         if self.follow is not None:
             kwargs["reconnect_to_server_handler"] = _follower(nc, self.follow, self.reconnect_wait)
         try:
-            await nc.connect(error_cb=on_error, **kwargs)
+            await nc.connect(error_cb=on_error, reconnected_cb=on_reconnected, **kwargs)
         except (OSError, nats.errors.Error) as e:
             with contextlib.suppress(Exception):
                 await nc.close()

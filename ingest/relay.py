@@ -217,7 +217,8 @@ class Relay:
         )
 
     async def _connect_once(self) -> bool:
-        em.quiet_nats_logs()
+        # unlike emit, the relay is a service: its NATS trouble (a reconnect, a server that
+        # moved and is followed) belongs in its log, as the worker's does
         t = self.target
         try:
             nc = await self._connect_options().connect()

@@ -41,7 +41,9 @@ class Proc:
     stderr: str
 
 
-async def hookaudit(*args: str, stdin: bytes = b"", timeout: float = 60.0) -> Proc:
+async def hookaudit(
+    *args: str, stdin: bytes = b"", timeout: float = 60.0, extra_env: dict[str, str] | None = None
+) -> Proc:
     p = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -51,7 +53,7 @@ async def hookaudit(*args: str, stdin: bytes = b"", timeout: float = 60.0) -> Pr
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=REPO,
-        env=env(),
+        env=env() | (extra_env or {}),
     )
     out, err = await asyncio.wait_for(p.communicate(stdin), timeout)
     assert p.returncode is not None
