@@ -45,6 +45,16 @@ def test_demo_prints_a_runnable_path_and_the_export(demo_dir: Path, tmp_path: Pa
     proc = run("demo", "--data-dir", str(d), "--sessions", "1")
     assert proc.returncode == 0, proc.stderr
     assert f"export HOOKAUDIT_DATA_DIR={d}" in proc.stdout
+    # the progress line's total ("published n/~total") is what the sessions hold; a denied
+    # tool cuts the rest of its turn, so a few fewer are published, never more
+    import re
+
+    from hookaudit.demo_cmd import _expected_events
+
+    m = re.search(r"(\d+) events published", proc.stdout)
+    assert m is not None, proc.stdout
+    total = _expected_events(1, 7)
+    assert 0.8 * total <= int(m.group(1)) <= total
     tries = [ln.strip() for ln in proc.stdout.splitlines() if " query denied" in ln]
     assert tries, proc.stdout
     # run as `python -m hookaudit`, the printed command is that, not a bare `hookaudit`
