@@ -488,33 +488,39 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
             send(_hook_input(session, "ls", 0), auth=False)
         refused.value.close()  # the error holds the response
         assert refused.value.code == 401
-        # The workers may still be connecting: serve fails closed until one answers, so wait
-        # for the first benign call to be allowed (a fallback is a deny).
-        deadline = time.monotonic() + 60
-        n = 0
-        while True:
-            n += 1
-            verdict = decision(send(_hook_input(session, "ls -la", n)))
-            if verdict[0] == "allow":
-                break
-            assert "no decision" in verdict[1], verdict
-            assert time.monotonic() < deadline, f"no worker answered: {verdict}"
-            time.sleep(0.5)
-        sent = {f"toolu_compose_{i:04d}" for i in range(1, n + 1)}
-        answers: Counter[str] = Counter()
-        for i in range(n + 1, n + 13):
-            bad = i % 2 == 0
-            command = "rm -rf /" if bad else f"git status && ls src{i}"
-            got, reason = decision(send(_hook_input(session, command, i)))
-            sent.add(f"toolu_compose_{i:04d}")
-            answers[got] += 1
-            if bad:
-                assert got == "deny", (command, got, reason)
-                assert "rm -rf outside the project" in reason, reason  # the policy, no fallback
-            else:
-                assert got == "allow", (command, got, reason)
-        print(f"events sent to serve: {len(sent)} ({n} until a worker answered, then 12):"
-              f" decisions {dict(answers)}")  # fmt: skip
+
+        def one_round(first: int) -> tuple[set[str], set[str], Counter[str]]:
+            """Hook calls from tool_use id `first` on: (sent, answered by serve's fallback,
+            decisions). The workers may still be connecting: serve fails closed until one
+            answers, so it waits for a benign call to be allowed (a fallback is a deny)."""
+            deadline = time.monotonic() + 60
+            i, waited = first, set()
+            while True:
+                verdict = decision(send(_hook_input(session, "ls -la", i)))
+                if verdict[0] == "allow":
+                    break
+                assert "no decision" in verdict[1], verdict
+                assert time.monotonic() < deadline, f"no worker answered: {verdict}"
+                waited.add(f"toolu_compose_{i:04d}")
+                i += 1
+                time.sleep(0.5)
+            sent = {f"toolu_compose_{k:04d}" for k in range(first, i + 1)}
+            answers: Counter[str] = Counter(allow=1)
+            for k in range(i + 1, i + 13):
+                bad = k % 2 == 0
+                command = "rm -rf /" if bad else f"git status && ls src{k}"
+                got, reason = decision(send(_hook_input(session, command, k)))
+                sent.add(f"toolu_compose_{k:04d}")
+                answers[got] += 1
+                if bad:  # the policy's deny, not serve's fallback
+                    assert got == "deny" and "rm -rf outside the project" in reason, reason
+                else:
+                    assert got == "allow", (command, got, reason)
+            return sent, waited, answers
+
+        sent, waited, answers = one_round(1)
+        print(f"events sent to serve: {len(sent)} ({len(waited)} answered by the fallback"
+              f" while the workers connected): decisions {dict(answers)}")  # fmt: skip
 
         # `docker compose exec worker-1 hookaudit verify` (compose.yaml's header).
         w1 = topo.services["worker-1"]
@@ -538,7 +544,6 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
         while not all((data / "log" / "active" / c).is_dir() for c in chains):
             assert time.monotonic() < deadline, f"chains {chains} not all opened"
             time.sleep(0.3)
-        waited = {f"toolu_compose_{i:04d}" for i in range(1, n)}  # answered by the fallback
         for o in (o for o in records if o.event.tool_use_id not in waited):
             # what the agent got is the policy's, and the log says so
             bad = "rm -rf" in json.loads(o.event.payload)["tool_input"]["command"]
