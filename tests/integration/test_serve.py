@@ -26,7 +26,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from engine.aggregate import Decision
-from engine.claude_output import decision_of, express, render_claude
+from engine.claude_output import blocking_object, decision_of, express, render_claude
 from engine.events import CATALOG
 from engine.records import (
     HookEvent,
@@ -38,16 +38,8 @@ from engine.records import (
 )
 from ingest.nats import ConnectOptions, Names, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
-from ingest.serve import (
-    HttpServer,
-    ServeOptions,
-    blocking_object,
-    check_listen,
-    clean_header,
-    failure_answer,
-    parse_listen,
-    render,
-)
+from ingest.serve import HttpServer, ServeOptions, check_listen, parse_listen
+from ingest.serve_app import clean_header, failure_answer, render
 
 if TYPE_CHECKING:
     from tests.conftest import NatsServer

@@ -190,10 +190,10 @@ def test_emit_fail_closed_blocks_hostile_input(tmp_path: Path, depth: int) -> No
 
 
 SERVE_FAULTS = {
-    "rendering raises": "import ingest.serve as m\n"
+    "rendering raises": "import ingest.serve_app as m\n"
     "def boom(*a, **k): raise RuntimeError('injected fault')\n"
     "m.render = boom\n",
-    "the request path raises": "import ingest.serve as m\n"
+    "the request path raises": "import ingest.serve_app as m\n"
     "def boom(*a, **k): raise RuntimeError('injected fault')\n"
     "m.new_event = boom\n",
 }
