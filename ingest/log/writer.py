@@ -5,15 +5,20 @@ Rules of this file:
   the writer's pid (`ingest.log.files.lock`; `writer_pid` believes it only while locked).
 - A batch is durable after exactly one `os.fsync`; with a log key it ends with a batch line
   signing the chain head (`ingest.log.lines.batch_line`), written in the same write.
-- At open the writer recovers its chain: a torn last line is moved to
-  `<segment>.torn-<ts>`, and, with a key, records after the last valid batch line to
-  `<segment>.unsigned-<ts>` (a batch torn by a crash was never acked; a record appended
-  by another writer must not be signed into the chain). Nothing is ever dropped.
+- At open the writer recovers its chain: sealed segments through `ingest.log.seal`, the
+  active ones through `ingest.log.recovery`, which sets a torn last line aside, and with
+  a key the records after the last valid batch line. Nothing is ever dropped.
 - Nothing rewrites or deletes a record: the only files ever removed are an active segment
   whose sealed copy and manifest line are durable and identical, and `.tmp` leftovers.
-- One class over 400 lines on purpose: `LogWriter` is the chain's state (seq, head, keys,
-  segment size and age) and every method keeps one invariant of it; split, the invariant
-  would be spread over modules.
+- `LogWriter` is the chain's state (seq, head, keys, segment size and age) and every
+  method keeps one invariant of it; reading that state back from the files is
+  `ingest.log.recovery`'s.
+
+Longer than 400 lines: one class, the chain's state, whose every method (append, roll,
+seal, lookup of what it stored, close) keeps one invariant of it (seq, head, the key
+index and the active segment's size move together); recovery, sealing, the lines and the
+readers are already their own modules, and splitting the class would spread that one
+invariant over several.
 - The dedup key is `ingest.log.lines.idempotency_key`; a key the worker stored once is
   never appended again by that worker (`ingest.log.dedup` says what readers keep across
   workers).
@@ -31,7 +36,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import os
 import time
@@ -43,31 +47,27 @@ from typing import NamedTuple, Self
 
 import msgspec
 
-from engine.errors import LogCorrupt, Unavailable
+from engine.errors import Unavailable
 from engine.records import Outcome
-from ingest.log.files import holder, lock, make_dirs, open_append, set_aside
+from ingest.log.files import holder, lock, make_dirs, open_append
 from ingest.log.layout import (
     Segment,
     check_worker,
     lock_path,
-    rel,
     root,
     seg_path,
     seqs,
 )
 from ingest.log.lines import (
-    batch_hmac,
     batch_line,
-    decode_batch,
     env_key,
-    is_batch_line,
     key_digest,
     key_digest_of,
     stamp,
-    view_decoder,
 )
 from ingest.log.manifest import ManifestEntry
-from ingest.log.reader import jsonl_lines, lookup_in, lookup_many_in
+from ingest.log.reader import lookup_in, lookup_many_in
+from ingest.log.recovery import load_active
 from ingest.log.seal import load_keys, recover_sealed, seal_segment
 
 __all__ = ["DEFAULT_MAX_AGE_S", "DEFAULT_MAX_BYTES", "Appended", "LogWriter", "writer_pid"]
@@ -187,77 +187,19 @@ class LogWriter:
                 self._roll()
 
     def _load_active(self, seq: int) -> None:
-        """Recover the chain's state from an active segment; set a torn or unsigned tail aside."""
-        path = seg_path(self._root, self.worker, seq, "active")
-        good = 0  # bytes up to the last complete line
-        keyed = self._key is not None
-        signed = 0  # with a key: bytes up to the last valid batch line
-        keys: dict[bytes, int] = {}  # read since the last valid batch line (all, without a key)
-        seq_head, started = (self._seq, self._head), self._started
-        self._size, self._started = 0, None
-        for n, raw, complete in jsonl_lines(path):
-            if not complete:
-                aside = set_aside(path, good, "torn", self._clock)
-                _logger.warning(
-                    "%s: torn last line (%d bytes, no newline) moved to %s",
-                    path,
-                    len(raw),
-                    aside.name,
-                )
-                break
-            good += len(raw) + 1
-            if is_batch_line(raw):
-                if keyed and not self._signs(raw, seq_head):
-                    # a crash tears a batch line, it never makes a wrong one: tampering
-                    raise LogCorrupt(
-                        rel(self._root, path),
-                        n,
-                        "bad batch hmac (records forged or re-hashed): the writer will not "
-                        "continue this chain; run hookaudit verify",
-                    )
-                if keyed:
-                    signed = good
-                    self._keys.update(keys)
-                    keys.clear()
-                    self._seq, self._head = seq_head
-                    self._started = started
-                continue
-            try:
-                view = view_decoder.decode(raw)
-            except msgspec.DecodeError as exc:
-                _logger.warning(
-                    "%s:%d: unreadable record (verify will report it): %s", path, n, exc
-                )
-                continue
-            keys[key_digest_of(view.key())] = seq
-            seq_head = (view.seq, view.hash)
-            if started is None:
-                started = view.appended.timestamp() if view.appended else self._clock()
-        if not keyed:
-            self._keys.update(keys)
-            (self._seq, self._head), self._started = seq_head, started
-            self._size = good
-            return
-        if signed < good:
-            aside = set_aside(path, signed, "unsigned", self._clock)
-            _logger.error(
-                "%s: %d bytes of records after the last valid batch hmac moved to %s "
-                "(a batch torn by a crash, or records appended by another writer)",
-                path,
-                good - signed,
-                aside.name,
-            )
-        self._size = signed
-
-    def _signs(self, raw: bytes, seq_head: tuple[int, str]) -> bool:
-        """Whether a batch line carries a valid hmac of the chain head `seq_head`."""
-        assert self._key is not None
-        try:
-            mark = decode_batch(raw)
-        except msgspec.DecodeError:
-            return False
-        want = batch_hmac(self._key, self.worker, *seq_head)
-        return (mark.last_seq, mark.head) == seq_head and hmac.compare_digest(mark.hmac, want)
+        """Recover the chain's state from an active segment (`ingest.log.recovery`)."""
+        state = load_active(
+            self._root,
+            self.worker,
+            seq,
+            self._key,
+            (self._seq, self._head),
+            self._started,
+            self._clock,
+        )
+        self._keys.update(state.keys)
+        self._seq, self._head = state.seq, state.head
+        self._started, self._size = state.started, state.size
 
     @property
     def last_seq(self) -> int:

@@ -23,7 +23,6 @@ TO_SPLIT: dict[str, tuple[int, str]] = {
     "ingest/worker.py": (561, "admission | evaluation | the commit loop (faults)"),
     "ingest/spool.py": (551, "the file format | append | flush (edge)"),
     "ingest/relay.py": (502, "the socket server | the emit bridge (edge)"),
-    "ingest/log/writer.py": (501, "recovery | append | roll/seal scheduling"),
     "ingest/fastemit.py": (416, "the stdlib client | the wire format (edge)"),
     "ingest/siem/view.py": (405, "the view | severity and kinds"),
 }
