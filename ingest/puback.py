@@ -2,13 +2,16 @@
 
 Rules of this file:
 - nats-py's `js.publish` makes a request per message; this keeps many publishes in
-  flight on one wildcard subscription, like the Go client's PublishAsync.
-- A PubAck that does not come in time, or says "error", is `Unavailable`: the caller
-  does not ack what it was publishing, so JetStream redelivers it.
+  flight on one wildcard subscription, like the Go client's PublishAsync. A batch is
+  one write to the connection (`ingest.natswire`), and its PubAcks are counted off
+  as they come, without a `Msg` or a future each.
+- A PubAck that does not come in time, says "error", or is a status with no body (503:
+  no stream took the subject) is `Unavailable`: the caller does not ack what it was
+  publishing, so JetStream redelivers it.
 
 Example:
     acks = AckWaiter(nc); await acks.start()  # doctest: +SKIP
-    await acks.wait([await acks.publish(subject, data, headers)], timeout=10.0)  # doctest: +SKIP
+    await acks.wait_batch(await acks.publish_many([(subject, data, headers)]), 10.0)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -19,52 +22,97 @@ from typing import Any
 
 from engine.errors import Unavailable
 from engine.records import uuid7
+from ingest.natswire import pub_frame, route, unroute, write
 
-__all__ = ["AckWaiter"]
+__all__ = ["AckWaiter", "Batch"]
+
+
+class Batch:
+    """The PubAcks one `publish_many` waits for."""
+
+    __slots__ = ("done", "error", "inboxes", "left")
+
+    def __init__(self, inboxes: list[bytes], done: asyncio.Future[None]) -> None:
+        self.inboxes = inboxes
+        self.left = len(inboxes)
+        self.error: bytes | None = None
+        self.done = done
+
+    def got(self, data: bytes) -> None:
+        if self.error is None and (not data or b'"error"' in data):
+            self.error = data or b"no stream took the message (status reply, no PubAck)"
+        self.left -= 1
+        if self.left <= 0 and not self.done.done():
+            self.done.set_result(None)
 
 
 class AckWaiter:
-    """Publishes to JetStream with one shared inbox and awaits PubAcks in bulk.
-
-    nats-py's `js.publish` makes a request per message; this keeps many publishes in
-    flight on one wildcard subscription, like the Go client's PublishAsync.
-    """
+    """Publishes to JetStream with one shared inbox and awaits PubAcks in bulk."""
 
     def __init__(self, nc: Any) -> None:
         self.nc = nc
         self.prefix = f"_INBOX.hookaudit.{uuid7().replace('-', '')}"
-        self.pending: dict[str, asyncio.Future[bytes]] = {}
+        self.pending: dict[bytes, Batch] = {}
         self.n = 0
         self.sub: Any = None
 
     async def start(self) -> None:
-        self.sub = await self.nc.subscribe(self.prefix + ".*", cb=self._on_ack)
+        self.sub = await self.nc.subscribe(self.prefix + ".*", cb=_unrouted)
+        route(self.nc, self.sub._id, self._on_ack)
 
-    async def _on_ack(self, msg: Any) -> None:
-        fut = self.pending.pop(msg.subject, None)
-        if fut is not None and not fut.done():
-            fut.set_result(msg.data)
+    async def stop(self) -> None:
+        if self.sub is not None:
+            unroute(self.nc, self.sub._id)
+            await self.sub.unsubscribe()
+            self.sub = None
 
-    async def publish(
-        self, subject: str, data: bytes, headers: dict[str, str]
-    ) -> asyncio.Future[bytes]:
-        self.n += 1
-        inbox = f"{self.prefix}.{self.n}"
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self.pending[inbox] = fut
-        await self.nc.publish(subject, data, reply=inbox, headers=headers)
-        return fut
+    def _on_ack(self, subject: bytes, reply: bytes, data: bytes, hdr: bytes | None) -> None:
+        batch = self.pending.pop(subject, None)
+        if batch is not None:
+            batch.got(data)
 
-    async def wait(self, futures: Sequence[asyncio.Future[bytes]], timeout: float) -> None:
-        if not futures:
-            return
-        await self.nc.flush()
+    async def publish_many(
+        self, items: Sequence[tuple[str, bytes, dict[str, str] | None]]
+    ) -> Batch:
+        """Publish every (subject, data, headers) in one write; `wait_batch` the result."""
+        loop = asyncio.get_running_loop()
+        frames: list[bytes] = []
+        inboxes: list[bytes] = []
+        biggest = 0
+        prefix = self.prefix
+        for subject, data, headers in items:
+            self.n += 1
+            inbox = f"{prefix}.{self.n}"
+            frames.append(pub_frame(subject, inbox, data, headers))
+            inboxes.append(inbox.encode())
+            biggest = max(biggest, len(data))
+        batch = Batch(inboxes, loop.create_future())
+        if not inboxes:
+            batch.done.set_result(None)
+            return batch
+        for key in inboxes:
+            self.pending[key] = batch
         try:
-            acks = await asyncio.wait_for(asyncio.gather(*futures), timeout)
+            await write(self.nc, frames, payload=biggest)
+        except BaseException:
+            self._forget(batch)
+            raise
+        return batch
+
+    async def wait_batch(self, batch: Batch, timeout: float) -> None:
+        """Every PubAck of `batch` came and none is an error, or `Unavailable`."""
+        try:
+            await asyncio.wait_for(asyncio.shield(batch.done), timeout)
         except TimeoutError as exc:
-            for f in futures:
-                f.cancel()
+            self._forget(batch)
             raise Unavailable("JetStream did not acknowledge outcome publications in time") from exc
-        for ack in acks:
-            if b'"error"' in ack:
-                raise Unavailable(f"JetStream refused an outcome: {ack[:200]!r}")
+        if batch.error is not None:
+            raise Unavailable(f"JetStream refused an outcome: {batch.error[:200]!r}")
+
+    def _forget(self, batch: Batch) -> None:
+        for key in batch.inboxes:
+            self.pending.pop(key, None)
+
+
+async def _unrouted(msg: Any) -> None:
+    """Never called: the PubAck inbox is routed (`ingest.natswire.route`)."""

@@ -5,13 +5,18 @@ message) and, on a lingering request, keeps waiting for the rest of the batch.
 This puller instead keeps one inbox subscription whose callback appends to a
 buffer, asks the server for batches itself (`$JS.API.CONSUMER.MSG.NEXT`), and
 returns as soon as anything is there: messages that arrive later for the same
-request are simply taken by the next call.
+request are simply taken by the next call. The inbox is routed past nats-py's
+per-message work (`ingest.natswire.route`): a delivered message is a `Delivered`,
+whose headers are parsed only when asked for, and the worker acks a batch in one
+write (`ack_many`).
 
 Rules of this file:
 - Never loses a message: everything delivered to the inbox is returned by some
   `fetch` call, in delivery order. Acking stays the caller's job (`msg.ack()`).
 - Status messages (404 no messages, 408 request expired, 409 …, 100 heartbeats)
   are never returned; they only end a wait.
+- A `Delivered` answers what a nats-py `Msg` does (subject, reply, data, headers,
+  ack/nak/term/in_progress, metadata), the acks through a real `Msg`.
 
 Example:
     puller = Puller(nc, "HOOK_EVENTS", "workers"); await puller.start()
@@ -23,9 +28,108 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["Puller"]
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from ingest.natswire import ack_frames, route, unroute, write
+
+__all__ = ["Delivered", "Puller", "ack_many"]
+
+_HDR_LINE = b"NATS/1.0"
+
+
+class Delivered:
+    """One message delivered by JetStream, as it came off the wire.
+
+    Example:
+        m = (await puller.fetch(1, timeout=1.0))[0]; m.get_header("Nats-Msg-Id")  # doctest: +SKIP
+    """
+
+    __slots__ = ("_hdr", "_headers", "_msg", "_nc", "data", "reply", "subject")
+
+    def __init__(self, nc: Any, subject: str, reply: str, data: bytes, hdr: bytes | None) -> None:
+        self._nc = nc
+        self.subject = subject
+        self.reply = reply
+        self.data = data
+        self._hdr = hdr
+        self._headers: dict[str, str] | bool | None = False  # False: not parsed yet
+        self._msg: Msg | None = None
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        """The headers, parsed as nats-py does (the first time they are asked for)."""
+        if self._headers is False:
+            raw = self._hdr
+            if not raw or len(raw) <= len(_HDR_LINE) + 4:
+                self._headers = None
+            else:
+                self._headers = Client._parse_header_lines(raw[len(_HDR_LINE) + 2 :]) or None
+        return self._headers  # type: ignore[return-value]
+
+    def get_header(self, name: str) -> str | None:
+        """One header's value; a message that does not carry the name is not parsed."""
+        raw = self._hdr
+        if not raw or name.encode() not in raw:
+            return None
+        return (self.headers or {}).get(name)
+
+    def lazy_headers(self) -> Mapping[str, str]:
+        """The headers as a mapping that is parsed only if it is read."""
+        return _LazyHeaders(self)
+
+    def _as_msg(self) -> Msg:
+        if self._msg is None:
+            self._msg = Msg(
+                _client=self._nc,
+                subject=self.subject,
+                reply=self.reply,
+                data=self.data,
+                headers=self.headers,
+            )
+        return self._msg
+
+    @property
+    def metadata(self) -> Msg.Metadata:
+        return self._as_msg().metadata
+
+    async def ack(self) -> None:
+        await self._as_msg().ack()
+
+    async def nak(self, delay: float | None = None) -> None:
+        await self._as_msg().nak(delay)
+
+    async def term(self) -> None:
+        await self._as_msg().term()
+
+    async def in_progress(self) -> None:
+        await self._as_msg().in_progress()
+
+
+class _LazyHeaders(Mapping[str, str]):
+    __slots__ = ("_m",)
+
+    def __init__(self, m: Delivered) -> None:
+        self._m = m
+
+    def __getitem__(self, key: str) -> str:
+        return (self._m.headers or {})[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._m.headers or {})
+
+    def __len__(self) -> int:
+        return len(self._m.headers or {})
+
+
+async def ack_many(nc: Any, msgs: Sequence[Delivered], body: bytes = b"") -> None:
+    """Ack (or ``+TERM`` with `body`) many messages in one write to the connection."""
+    if msgs:
+        await write(nc, [ack_frames([m.reply for m in msgs], body)], payload=len(body),
+                    count=len(msgs))  # fmt: skip
 
 
 class Puller:
@@ -41,7 +145,7 @@ class Puller:
         self.nc = nc
         self.subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         self.inbox = nc.new_inbox()
-        self.buf: list[Any] = []
+        self.buf: list[Delivered] = []
         self.signal = asyncio.Event()
         self.remaining = 0  # messages the outstanding request may still deliver
         self.expires_at = 0.0
@@ -49,26 +153,30 @@ class Puller:
         self.sub: Any = None
 
     async def start(self) -> None:
-        self.sub = await self.nc.subscribe(self.inbox, cb=self._on_msg, pending_msgs_limit=-1)
+        self.sub = await self.nc.subscribe(self.inbox, cb=_unrouted, pending_msgs_limit=-1)
+        route(self.nc, self.sub._id, self._on_msg)
 
     async def stop(self) -> None:
         if self.sub is not None:
+            unroute(self.nc, self.sub._id)
             await self.sub.unsubscribe()
             self.sub = None
 
-    async def _on_msg(self, msg: Any) -> None:
-        headers = msg.headers
-        status = headers.get("Status") if headers else None
-        if status and not msg.data:
-            self.last_status = status
-            if status != "100":  # 404/408/409: the request is over
-                self.remaining = 0
-        else:
-            self.buf.append(msg)
-            self.remaining -= 1
+    def _on_msg(self, subject: bytes, reply: bytes, data: bytes, hdr: bytes | None) -> None:
+        # A status is "NATS/1.0 404 ..." with no body (nats-py's reading of it).
+        if not data and hdr and hdr[len(_HDR_LINE) : len(_HDR_LINE) + 1] == b" ":
+            status = hdr[len(_HDR_LINE) + 1 : len(_HDR_LINE) + 4].strip().decode()
+            if status.isdigit():
+                self.last_status = status
+                if status != "100":  # 404/408/409: the request is over
+                    self.remaining = 0
+                self.signal.set()
+                return
+        self.buf.append(Delivered(self.nc, subject.decode(), reply.decode(), data, hdr))
+        self.remaining -= 1
         self.signal.set()
 
-    def _take(self, limit: int) -> list[Any]:
+    def _take(self, limit: int) -> list[Delivered]:
         out, self.buf = self.buf[:limit], self.buf[limit:]
         if not self.buf:
             self.signal.clear()
@@ -80,7 +188,7 @@ class Puller:
         self.expires_at = time.monotonic() + expires
         await self.nc.publish(self.subject, json.dumps(req).encode(), reply=self.inbox)
 
-    async def fetch(self, batch: int, timeout: float) -> list[Any]:
+    async def fetch(self, batch: int, timeout: float) -> list[Delivered]:
         """Up to `batch` messages; an empty list when none arrived within `timeout`."""
         if self.remaining <= 0 or time.monotonic() >= self.expires_at:
             if not self.buf:
@@ -94,3 +202,7 @@ class Puller:
             if self.buf:
                 await asyncio.sleep(0)  # a burst is usually in flight: one loop turn for it
         return self._take(batch)
+
+
+async def _unrouted(msg: Msg) -> None:
+    """Never called: the inbox is routed (`ingest.natswire.route`)."""

@@ -52,7 +52,7 @@ from ingest.log.anchors import Anchor, encode_anchor
 from ingest.nats import ConnectOptions, Names, anchor_subject, outcome_subject, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply, reply_subject_ok
 from ingest.puback import AckWaiter
-from ingest.pull import Puller
+from ingest.pull import Delivered, Puller, ack_many
 from ingest.replysig import Signer
 from ingest.siem.redact import Redactor, redact_outcome
 
@@ -134,7 +134,7 @@ class Worker:
         self.progress_every = 10.0  # s; well inside the consumer's ack wait (30 s)
         self._open = 0  # events fetched and not yet acked or terminated
         self._room = asyncio.Event()
-        self._ready: list[tuple[Any, HookEvent, Outcome]] = []
+        self._ready: list[tuple[Delivered, HookEvent, Outcome]] = []
         self._anchor_failing = False
         self._ready_signal = asyncio.Event()
         self._evals: set[asyncio.Task[None]] = set()
@@ -300,7 +300,7 @@ class Worker:
                 self._start(msg)
             await asyncio.sleep(0)  # let the committer take this fetch's ready outcomes
 
-    def _start(self, msg: Any) -> None:
+    def _start(self, msg: Delivered) -> None:
         """Admit one message and start its evaluation; an outcome known at once is ready.
 
         One event never stops the worker: a message that cannot be decoded, validated or
@@ -330,14 +330,16 @@ class Worker:
         self._evals.add(task)
         task.add_done_callback(self._evals.discard)
 
-    def _decided(self, msg: Any, ev: HookEvent, outcome: Outcome) -> None:
+    def _decided(self, msg: Delivered, ev: HookEvent, outcome: Outcome) -> None:
         o = experienced(outcome)
-        if not (msg.headers or {}).get(REPLY_HEADER):  # nobody waits: the agent went on
+        if not msg.get_header(REPLY_HEADER):  # nobody waits: the agent went on
             o = observed(o)
         self._ready.append((msg, ev, o))
         self._ready_signal.set()
 
-    async def _evaluate(self, msg: Any, ev: HookEvent, coro: Coroutine[Any, Any, Outcome]) -> None:
+    async def _evaluate(
+        self, msg: Delivered, ev: HookEvent, coro: Coroutine[Any, Any, Outcome]
+    ) -> None:
         try:
             async with self.sem:
                 task = asyncio.ensure_future(coro)
@@ -396,8 +398,8 @@ class Worker:
                         _log.error("publishing a batch failed: %s", t.exception())
 
     async def _append_when_writable(
-        self, nc: Any, items: list[tuple[Any, HookEvent, Outcome]]
-    ) -> tuple[list[tuple[Any, HookEvent]], list[Outcome]]:
+        self, nc: Any, items: list[tuple[Delivered, HookEvent, Outcome]]
+    ) -> tuple[list[tuple[Delivered, HookEvent]], list[Outcome]]:
         """`_append`, holding the batch while the log cannot be written (disk full,
         read-only, I/O error): nothing is acked or answered meanwhile, fetching stops once
         `max_open` events are in hand, one line says so, and the batch is tried again every
@@ -432,8 +434,8 @@ class Worker:
             return out
 
     async def _append(
-        self, nc: Any, items: list[tuple[Any, HookEvent, Outcome]]
-    ) -> tuple[list[tuple[Any, HookEvent]], list[Outcome]]:
+        self, nc: Any, items: list[tuple[Delivered, HookEvent, Outcome]]
+    ) -> tuple[list[tuple[Delivered, HookEvent]], list[Outcome]]:
         """Durably append decided events (one fsync); answer their waiting emitters."""
         assert self.writer is not None
         events = [(msg, ev) for msg, ev, _ in items]
@@ -460,7 +462,7 @@ class Worker:
         final = [by_key.get(k, o) for k, o in zip(keys, ready, strict=True)]
         # Durable now: a waiting agent may act on its decision.
         for (msg, ev), o, k in zip(events, final, keys, strict=True):
-            reply = (msg.headers or {}).get(REPLY_HEADER)
+            reply = msg.get_header(REPLY_HEADER)
             if reply and self.redactor is not None and k not in dups:
                 o = plain[k]  # the agent acts on the real answer (an updated input, say)
             if reply:
@@ -487,23 +489,33 @@ class Worker:
         self,
         nc: Any,
         acks: AckWaiter,
-        events: list[tuple[Any, HookEvent]],
+        events: list[tuple[Delivered, HookEvent]],
         final: list[Outcome],
         anchor: Anchor | None = None,
     ) -> None:
         try:
-            futures = []
-            for o in final:
-                subject = outcome_subject(self.names, o.event.event, o.decision or "none")
-                headers = {MSG_ID: idempotency_key(o.event.id, o.settings_id, o.replay_id)}
-                futures.append(await acks.publish(subject, encode_msgpack(o), headers))
-            await acks.wait(futures, timeout=10.0)
+            names = self.names
+            batch = await acks.publish_many(
+                [
+                    (
+                        outcome_subject(names, o.event.event, o.decision or "none"),
+                        encode_msgpack(o),
+                        {MSG_ID: idempotency_key(o.event.id, o.settings_id, o.replay_id)},
+                    )
+                    for o in final
+                ]
+            )
+            await acks.wait_batch(batch, timeout=10.0)
+            done: list[Delivered] = []
+            terminated: list[Delivered] = []  # recorded: never redeliver what cannot be used
             for (msg, _), o in zip(events, final, strict=True):
                 r = o.event.rejected
                 if o.decided_by == "rejected" and r is not None and r.stage == "worker":
-                    await msg.term()  # recorded: never redeliver a message that cannot be used
+                    terminated.append(msg)
                 else:
-                    await msg.ack()
+                    done.append(msg)
+            await ack_many(nc, done)  # one write for the batch's acks
+            await ack_many(nc, terminated, b"+TERM")
             await nc.flush()
         finally:
             self._release(len(events))
@@ -521,8 +533,8 @@ class Worker:
         subject = anchor_subject(self.names, anchor.worker)
         headers = {MSG_ID: f"anchor:{anchor.worker}:{anchor.seq}:{anchor.head[:16]}"}
         try:
-            fut = await acks.publish(subject, encode_anchor(anchor), headers)
-            await acks.wait([fut], timeout=10.0)
+            batch = await acks.publish_many([(subject, encode_anchor(anchor), headers)])
+            await acks.wait_batch(batch, timeout=10.0)
         except Exception as exc:
             if not self._anchor_failing:
                 _log.warning("chain head not anchored on %s (seq %d): %s", subject, anchor.seq, exc)
@@ -533,9 +545,9 @@ class Worker:
             self._anchor_failing = False
             self.stats.anchors += 1
 
-    def _admit(self, msg: Any) -> Admitted:
+    def _admit(self, msg: Delivered) -> Admitted:
         admitted = admit(
-            bytes(msg.data), msg.subject, msg.headers or {}, self.data_dir, self.eff.settings_id
+            msg.data, msg.subject, msg.lazy_headers(), self.data_dir, self.eff.settings_id
         )
         if isinstance(admitted, Outcome):
             self.stats.rejected += 1
@@ -546,7 +558,7 @@ class Worker:
             self.stats.rejected += 1
         return record_only(ev, by, self.eff.settings_id)
 
-    def _rejected(self, msg: Any, ev: HookEvent, why: str) -> Outcome:
+    def _rejected(self, msg: Delivered, ev: HookEvent, why: str) -> Outcome:
         self.stats.rejected += 1
         data = bytes(msg.data)
         headers = msg.headers or {}

@@ -107,7 +107,7 @@ async def raw_rate(co: ConnectOptions, prefix: str, count: int) -> float:
 
 async def raw_puller_rate(co: ConnectOptions, prefix: str, count: int) -> float:
     """The same raw loop, but pulling with hookaudit's Puller (what the worker uses)."""
-    from ingest.pull import Puller
+    from ingest.pull import Puller, ack_many
 
     nc = await co.connect()
     js = nc.jetstream()
@@ -120,8 +120,7 @@ async def raw_puller_rate(co: ConnectOptions, prefix: str, count: int) -> float:
     t = time.perf_counter()
     while got < count:
         msgs = await sub.fetch(512, timeout=5)
-        for m in msgs:
-            await m.ack()
+        await ack_many(nc, msgs)  # as the worker: a batch's acks in one write
         got += len(msgs)
     await nc.flush()
     elapsed = time.perf_counter() - t

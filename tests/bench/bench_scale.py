@@ -51,7 +51,7 @@ def _co(url: str, ca: str | None) -> ConnectOptions:
 
 
 async def child_pull_ack(url: str, ca: str | None, prefix: str) -> None:
-    from ingest.pull import Puller
+    from ingest.pull import Puller, ack_many
 
     nc = await _co(url, ca).connect()
     nm = names(prefix)
@@ -61,8 +61,7 @@ async def child_pull_ack(url: str, ca: str | None, prefix: str) -> None:
     while idle < 6:  # until the consumer has stayed empty for 3 s
         msgs = await sub.fetch(512, timeout=0.5)
         idle = 0 if msgs else idle + 1
-        for m in msgs:
-            await m.ack()
+        await ack_many(nc, msgs)  # as the worker acks a batch: one write
     await nc.flush()
     await nc.close()
 
@@ -76,14 +75,15 @@ async def child_publish(url: str, ca: str | None, prefix: str, src: str) -> None
     old, new = names("wrk").outcomes_prefix, names(prefix).outcomes_prefix
     with open(src, "rb") as f:
         items = [json.loads(line) for line in f]
-    window = []
-    for subject, data, msg_id in items:
-        subject = new + subject[len(old) :]
-        window.append(await acks.publish(subject, bytes.fromhex(data), {MSG_ID: msg_id}))
-        if len(window) >= 512:  # as the worker: a batch in flight, PubAcks awaited in bulk
-            await acks.wait(window, timeout=30)
-            window = []
-    await acks.wait(window, timeout=30)
+    batch = [(new + s[len(old) :], bytes.fromhex(d), {MSG_ID: i}) for s, d, i in items]
+    flying: list[Any] = []
+    for at in range(0, len(batch), 512):
+        # As the worker: a batch in one write, its PubAcks awaited in bulk, 3 in flight.
+        flying.append(await acks.publish_many(batch[at : at + 512]))
+        if len(flying) >= 3:
+            await acks.wait_batch(flying.pop(0), timeout=30)
+    for b in flying:
+        await acks.wait_batch(b, timeout=30)
     await nc.close()
 
 

@@ -60,3 +60,58 @@ async def test_a_message_published_while_lingering_returns_promptly(
     assert [m.data for m in msgs] == [b"x"]
     assert elapsed < 2.0, "must not wait for the rest of the batch"
     await puller.stop()
+
+
+async def test_delivered_answers_as_a_nats_py_message(nc: Client, names: ha_nats.Names) -> None:
+    """Headers, metadata, ack and term of a routed delivery read as nats-py's own Msg."""
+    from ingest.pull import ack_many
+
+    js = nc.jetstream()
+    await ha_nats.provision(js, prefix=names.prefix)
+    subject = ha_nats.event_subject(names, "Stop")
+    odd = {"Nats-Msg-Id": "m1", "Hookaudit-Reply": "_INBOX.x.y", "X-Sp": "  a b  ", "X-U": "é"}
+    for i, h in enumerate([odd, {"Nats-Msg-Id": "m2"}, None]):
+        await js.publish(subject, f"{i}".encode(), headers=h)
+    puller = Puller(nc, names.events_stream, names.worker_consumer)
+    await puller.start()
+    msgs = await puller.fetch(3, timeout=2.0)
+    while len(msgs) < 3:
+        msgs += await puller.fetch(3, timeout=2.0)
+    # The same messages read by nats-py (an ordered consumer parses headers its own way).
+    theirs = await js.subscribe(subject, ordered_consumer=True)
+    for m in msgs:
+        ref = await theirs.next_msg(timeout=2.0)
+        assert (m.data, m.subject, m.headers) == (ref.data, ref.subject, ref.headers)
+        assert m.get_header("Nats-Msg-Id") == (ref.headers or {}).get("Nats-Msg-Id")
+        assert m.get_header("Hookaudit-Reply") == (ref.headers or {}).get("Hookaudit-Reply")
+        assert dict(m.lazy_headers()) == (ref.headers or {})
+    await theirs.unsubscribe()
+    assert [m.metadata.sequence.stream for m in msgs] == [1, 2, 3]
+    assert msgs[0].metadata.num_delivered == 1
+    await ack_many(nc, msgs[:2])
+    await ack_many(nc, msgs[2:], b"+TERM")
+    await nc.flush()
+    info = await js.consumer_info(names.events_stream, names.worker_consumer)
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    assert info.num_redelivered == 0
+    await puller.stop()
+
+
+async def test_a_nak_redelivers_and_an_unacked_batch_is_not_lost(
+    nc: Client, names: ha_nats.Names
+) -> None:
+    js = nc.jetstream()
+    await ha_nats.provision(js, prefix=names.prefix)
+    await js.publish(ha_nats.event_subject(names, "Stop"), b"once")
+    puller = Puller(nc, names.events_stream, names.worker_consumer)
+    await puller.start()
+    (m,) = await puller.fetch(1, timeout=2.0)
+    await m.nak()
+    again: list[object] = []
+    while not again:
+        again = list(await puller.fetch(1, timeout=2.0))
+    (m2,) = again
+    assert m2.data == b"once"  # type: ignore[attr-defined]
+    assert m2.metadata.num_delivered == 2  # type: ignore[attr-defined]
+    await m2.ack()  # type: ignore[attr-defined]
+    await puller.stop()
