@@ -63,8 +63,83 @@ def route(nc: Any, sid: int, handler: Handler) -> None:
             handler(subject, reply, data, headers)
 
         nc._process_msg = _process_msg  # the parser looks it up on the instance
+        nc._ps.parse = _fast_parse(nc, nc._ps, table)
         setattr(nc, _ROUTES, table)
     table[sid] = handler
+
+
+_AWAITING_CONTROL_LINE = 1  # nats-py's parser states (nats.protocol.parser)
+_AWAITING_MSG_PAYLOAD = 2
+_MAX_CONTROL_LINE = 4096
+_M, _H = ord("M"), ord("H")
+
+
+def _fast_parse(nc: Any, ps: Any, table: dict[int, Handler]) -> Callable[..., Any]:
+    """nats-py's `Parser.parse` for a stream of MSG/HMSG, on the parser's own state.
+
+    Anything else (PING, PONG, INFO, +OK, -ERR, a line it cannot read) is left to
+    nats-py's parse, which goes on from the same state: it raises its ProtocolError on a
+    malformed line. A routed message goes to its handler without a coroutine.
+    """
+    slow = ps.parse
+    stats = nc.stats
+
+    async def parse(data: bytes = b"") -> None:
+        ps.buf.extend(data)
+        while True:
+            buf = ps.buf  # read again after every await: a reconnect resets the parser
+            if not buf:
+                return
+            if ps.state == _AWAITING_CONTROL_LINE:
+                end = buf.find(b"\r\n")
+                if buf[0] not in (_M, _H) or end < 0:
+                    if end < 0 and len(buf) < _MAX_CONTROL_LINE and buf[0] in (_M, _H):
+                        return  # a split line: wait for the rest
+                    await slow()
+                    return
+                parts = bytes(buf[:end]).split()
+                op, n = parts[0], len(parts)
+                if op == b"MSG" and n in (4, 5) and parts[-1].isdigit() and parts[2].isdigit():
+                    ps.header_needed = 0
+                elif (
+                    op == b"HMSG" and n in (5, 6) and parts[-1].isdigit()
+                    and parts[-2].isdigit() and parts[2].isdigit()
+                ):  # fmt: skip
+                    ps.header_needed = int(parts[-2])
+                else:
+                    await slow()  # nats-py reads it, or raises ProtocolError
+                    return
+                ps.msg_arg["subject"] = parts[1]
+                ps.msg_arg["sid"] = int(parts[2])
+                ps.msg_arg["reply"] = parts[3] if n == (5 if op == b"MSG" else 6) else b""
+                ps.needed = int(parts[-1])
+                del buf[: end + 2]
+                ps.state = _AWAITING_MSG_PAYLOAD
+                continue
+            needed = ps.needed
+            if len(buf) < needed + 2:
+                return  # wait for the rest of the payload
+            arg = ps.msg_arg
+            hn = ps.header_needed
+            if hn > 0:
+                hdr: bytes | None = bytes(buf[:hn])
+                payload = bytes(buf[hn:needed])
+                ps.header_needed = 0
+            else:
+                hdr = None
+                payload = bytes(buf[:needed])
+            del buf[: needed + 2]
+            ps.state = _AWAITING_CONTROL_LINE
+            sid = arg["sid"]
+            handler = table.get(sid)
+            if handler is None:
+                await nc._process_msg(sid, arg["subject"], arg["reply"], payload, hdr)
+            else:
+                stats["in_msgs"] += 1
+                stats["in_bytes"] += len(payload)
+                handler(arg["subject"], arg["reply"], payload, hdr)
+
+    return parse
 
 
 def unroute(nc: Any, sid: int) -> None:
@@ -73,31 +148,55 @@ def unroute(nc: Any, sid: int) -> None:
         table.pop(sid, None)
 
 
+# Checked subjects and header names, encoded (outcome subjects and header names repeat).
+_SUBJECTS: dict[str, bytes] = {}
+_KEYS: dict[str, bytes] = {}
+_CACHE_MAX = 4096
+
+
 def _subject(s: str) -> bytes:
-    if not s or _BAD_SUBJECT.search(s):
-        raise errors.BadSubjectError
-    return s.encode()
+    out = _SUBJECTS.get(s)
+    if out is None:
+        if not s or _BAD_SUBJECT.search(s):
+            raise errors.BadSubjectError
+        if len(_SUBJECTS) >= _CACHE_MAX:
+            _SUBJECTS.clear()
+        out = _SUBJECTS[s] = s.encode()
+    return out
 
 
-def pub_frame(subject: str, reply: str, data: bytes, headers: dict[str, str] | None) -> bytes:
+def _key(k: str) -> bytes:
+    out = _KEYS.get(k)
+    if out is None:
+        key = k.strip()
+        if key and not _KEY.fullmatch(key):
+            raise errors.BadHeaderError(key)
+        if len(_KEYS) >= _CACHE_MAX:
+            _KEYS.clear()
+        out = _KEYS[k] = key.encode()  # b"": an empty name, skipped as nats-py does
+    return out
+
+
+def pub_frame(
+    subject: str, reply: str | bytes, data: bytes, headers: dict[str, str] | None
+) -> bytes:
     """One PUB (or HPUB with `headers`) command, as nats-py's `publish` would write it.
+
+    A `reply` given as bytes is one the caller made itself (its own inbox): not checked.
 
     Example:
         >>> pub_frame("a.b", "_INBOX.x", b"hi", {"Nats-Msg-Id": "k1"})
         b'HPUB a.b _INBOX.x 29 31\\r\\nNATS/1.0\\r\\nNats-Msg-Id: k1\\r\\n\\r\\nhi\\r\\n'
     """
     subj = _subject(subject)
-    rep = _subject(reply) if reply else b""
+    rep = reply if isinstance(reply, bytes) else _subject(reply) if reply else b""
     if headers is None:
         return b"PUB %s %s %d\r\n%s\r\n" % (subj, rep, len(data), data)
     hdr = [b"NATS/1.0\r\n"]
     for k, v in headers.items():
-        key = k.strip()
-        if not key:
-            continue
-        if not _KEY.fullmatch(key):
-            raise errors.BadHeaderError(key)
-        hdr.append(b"%s: %s\r\n" % (key.encode(), v.strip().translate(_NEWLINES).encode()))
+        key = _key(k)
+        if key:
+            hdr.append(b"%s: %s\r\n" % (key, v.strip().translate(_NEWLINES).encode()))
     hdr.append(b"\r\n")
     block = b"".join(hdr)
     n = len(block)

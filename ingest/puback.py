@@ -79,13 +79,16 @@ class AckWaiter:
         frames: list[bytes] = []
         inboxes: list[bytes] = []
         biggest = 0
-        prefix = self.prefix
+        prefix = self.prefix.encode() + b"."
+        n = self.n
         for subject, data, headers in items:
-            self.n += 1
-            inbox = f"{prefix}.{self.n}"
+            n += 1
+            inbox = b"%s%d" % (prefix, n)  # ours: no subject check needed
             frames.append(pub_frame(subject, inbox, data, headers))
-            inboxes.append(inbox.encode())
-            biggest = max(biggest, len(data))
+            inboxes.append(inbox)
+            if len(data) > biggest:
+                biggest = len(data)
+        self.n = n
         batch = Batch(inboxes, loop.create_future())
         if not inboxes:
             batch.done.set_result(None)
