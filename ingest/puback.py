@@ -11,7 +11,7 @@ Rules of this file:
 
 Example:
     acks = AckWaiter(nc); await acks.start()  # doctest: +SKIP
-    await acks.wait_batch(await acks.publish_many([(subject, data, headers)]), 10.0)  # doctest: +SKIP
+    await acks.wait_batch(await acks.publish_many([(subject, data, msg_id)]), 10.0)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.errors import Unavailable
 from engine.records import uuid7
-from ingest.natswire import pub_frame, route, unroute, write
+from ingest.natswire import msg_id_frame, route, unroute, write
 
 __all__ = ["AckWaiter", "Batch"]
 
@@ -71,20 +71,18 @@ class AckWaiter:
         if batch is not None:
             batch.got(data)
 
-    async def publish_many(
-        self, items: Sequence[tuple[str, bytes, dict[str, str] | None]]
-    ) -> Batch:
-        """Publish every (subject, data, headers) in one write; `wait_batch` the result."""
+    async def publish_many(self, items: Sequence[tuple[str, bytes, str]]) -> Batch:
+        """Publish every (subject, data, Nats-Msg-Id) in one write; `wait_batch` the result."""
         loop = asyncio.get_running_loop()
         frames: list[bytes] = []
         inboxes: list[bytes] = []
         biggest = 0
         prefix = self.prefix.encode() + b"."
         n = self.n
-        for subject, data, headers in items:
+        for subject, data, msg_id in items:
             n += 1
             inbox = b"%s%d" % (prefix, n)  # ours: no subject check needed
-            frames.append(pub_frame(subject, inbox, data, headers))
+            frames.append(msg_id_frame(subject, inbox, data, msg_id))
             inboxes.append(inbox)
             if len(data) > biggest:
                 biggest = len(data)

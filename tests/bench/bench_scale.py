@@ -15,7 +15,10 @@ streams) and each worker count W (1, 2), in the same run and on the same server:
 combined raw limit = 1 / (1/pull_ack + 1/publish): what a process doing only the NATS work
 the worker must do (pull, ack, publish the outcome) could sustain. Every rate is measured
 the same way, by the parent polling the server (acked events, stored outcomes) and taking the
-10%..90% span, so process start-up is not counted. Prints JSON; target ratio ≥ 0.85.
+10%..90% span, so process start-up is not counted. Over the same span the CPU time (user +
+system, from /proc) of the W children, of the nats-server process(es) and of the parent is
+taken, per event: it says who uses the two cores (the `cpu_us_per_event` of each phase).
+Prints JSON; target ratio ≥ 0.85.
 
 Run: .venv/bin/python tests/bench/bench_scale.py [N] [--nodes 1|3] [--workers 1|2]
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -75,7 +79,7 @@ async def child_publish(url: str, ca: str | None, prefix: str, src: str) -> None
     old, new = names("wrk").outcomes_prefix, names(prefix).outcomes_prefix
     with open(src, "rb") as f:
         items = [json.loads(line) for line in f]
-    batch = [(new + s[len(old) :], bytes.fromhex(d), {MSG_ID: i}) for s, d, i in items]
+    batch = [(new + s[len(old) :], bytes.fromhex(d), i) for s, d, i in items]
     flying: list[Any] = []
     for at in range(0, len(batch), 512):
         # As the worker: a batch in one write, its PubAcks awaited in bulk, 3 in flight.
@@ -118,25 +122,64 @@ async def preload(co: ConnectOptions, prefix: str, count: int, replicas: int) ->
     await nc.close()
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process (all its threads), from /proc; 0 once gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+
+
+#: The nats-server processes of the topology being measured (set by run_topology).
+SERVER_PIDS: list[int] = []
+
+
+def _cpu(procs: list[subprocess.Popen[bytes]]) -> tuple[float, float, float]:
+    return (
+        sum(cpu_seconds(p.pid) for p in procs),
+        sum(cpu_seconds(pid) for pid in SERVER_PIDS),
+        time.process_time(),
+    )
+
+
 async def span_rate(
-    progress: Callable[[], Awaitable[int]], count: int, procs: list[subprocess.Popen[bytes]]
+    progress: Callable[[], Awaitable[int]],
+    count: int,
+    procs: list[subprocess.Popen[bytes]],
+    cpu: dict[str, dict[str, float]] | None = None,
+    phase: str = "",
 ) -> float:
-    """Events/s between 10% and 90% of `count`, polling `progress` every 50 ms."""
+    """Events/s between 10% and 90% of `count`, polling `progress` every 50 ms.
+
+    With `cpu`, ``cpu[phase]`` gets the children's, the server's and this process's CPU
+    µs per event over the same span.
+    """
     lo, hi = count // 10, count * 9 // 10
     t_lo = t_hi = None
+    c_lo = c_hi = (0.0, 0.0, 0.0)
     deadline = time.monotonic() + 600
     while t_hi is None:
         done = await progress()
         now = time.monotonic()
         if t_lo is None and done >= lo:
-            t_lo = now
+            t_lo, c_lo = now, _cpu(procs)
         if done >= hi:
-            t_hi = now
+            t_hi, c_hi = now, _cpu(procs)
         gone = procs and all(p.poll() is not None for p in procs)
         if t_hi is None and (time.monotonic() > deadline or gone):
             raise RuntimeError(f"stalled at {done} of {count}")
         await asyncio.sleep(0.05)
     assert t_lo is not None
+    if cpu is not None:
+        n = hi - lo
+        cpu[phase] = {
+            who: round(1e6 * (b - a) / n, 1)
+            for who, a, b in zip(("children", "nats_server", "parent"), c_lo, c_hi, strict=True)
+        }
     return (hi - lo) / max(t_hi - t_lo, 1e-6)
 
 
@@ -184,15 +227,17 @@ async def measure(url: str, ca: str | None, replicas: int, count: int, w: int, d
 
         return f
 
-    async def pull_ack(prefix: str) -> float:
+    cpu: dict[str, dict[str, float]] = {}
+
+    async def pull_ack(prefix: str, phase: str) -> float:
         await preload(co, prefix, count, replicas)
         procs = [spawn([*me, "pullack", url, ca or "", prefix], log) for _ in range(w)]
-        rate = await span_rate(acked(prefix), count, procs)
+        rate = await span_rate(acked(prefix), count, procs, cpu, phase)
         finish(procs, log, term=False)
         return rate
 
     tag = f"{replicas}n{w}w"
-    raw1 = await pull_ack(f"rawa{tag}")
+    raw1 = await pull_ack(f"rawa{tag}", "raw_pull_ack_1")
 
     await preload(co, "wrk", count, replicas)
     settings = write_settings(d)
@@ -203,7 +248,7 @@ async def measure(url: str, ca: str | None, replicas: int, count: int, w: int, d
     workers = [
         spawn([*argv, "--data-dir", str(d / f"data{w}"), "--name", f"b{i}"], log) for i in range(w)
     ]
-    worker = await span_rate(acked("wrk"), count, workers)
+    worker = await span_rate(acked("wrk"), count, workers, cpu, "worker")
     while await acked("wrk")() < count:
         await asyncio.sleep(0.1)
     finish(workers, log, term=True)
@@ -226,10 +271,10 @@ async def measure(url: str, ca: str | None, replicas: int, count: int, w: int, d
         part.write_text("".join(ln + "\n" for ln in lines[i::w]))
         shares.append(part)
     procs = [spawn([*me, "publish", url, ca or "", pprefix, str(p)], log) for p in shares]
-    publish = await span_rate(stored(pprefix), count, procs)
+    publish = await span_rate(stored(pprefix), count, procs, cpu, "raw_publish")
     finish(procs, log, term=False)
 
-    raw2 = await pull_ack(f"rawb{tag}")
+    raw2 = await pull_ack(f"rawb{tag}", "raw_pull_ack_2")
     for prefix in (f"rawa{tag}", "wrk", pprefix, f"rawb{tag}"):
         for stream in (names(prefix).events_stream, names(prefix).outcomes_stream):
             await js.delete_stream(stream)
@@ -247,6 +292,8 @@ async def measure(url: str, ca: str | None, replicas: int, count: int, w: int, d
         "worker_per_s": round(worker),
         "ratio": round(worker / combined, 3),
         "target_ratio": TARGET,
+        "cpu_us_per_event": cpu,
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -258,6 +305,7 @@ async def run_topology(nodes: int, count: int, counts: list[int]) -> list[dict]:
             from ingest.embedded import start_embedded, stop_embedded
 
             server = start_embedded(d / "nats", auth=False)
+            SERVER_PIDS[:] = [server.pid]
             try:
                 for w in counts:
                     out.append(await measure(server.url, None, 1, count, w, d))
@@ -267,6 +315,7 @@ async def run_topology(nodes: int, count: int, counts: list[int]) -> list[dict]:
             from tests.reliability.conftest import run_cluster
 
             with run_cluster(d / "cluster") as cluster:
+                SERVER_PIDS[:] = [n.proc.pid for n in cluster.nodes if n.proc is not None]
                 for w in counts:
                     out.append(await measure(cluster.urls, str(cluster.ca), 3, count, w, d))
     return out

@@ -137,3 +137,11 @@ def test_a_malformed_line_is_nats_py_s_protocol_error() -> None:
     route(nc, 1, lambda s, r, d, h: None)
     with pytest.raises(ProtocolError):
         _feed(nc, [b"MSG a 1 x\r\nHMSG b\r\n"])
+
+
+@pytest.mark.parametrize("msg_id", ["e1:s1:", "  padded  ", "inj\r\nNats-Expected-Stream: X", "é"])
+def test_a_msg_id_frame_equals_nats_py(msg_id: str) -> None:
+    from ingest.natswire import msg_id_frame
+
+    want = _nats_py_bytes("a.b", "_INBOX.q.7", b"data", {"Nats-Msg-Id": msg_id})
+    assert msg_id_frame("a.b", b"_INBOX.q.7", b"data", msg_id) == want
