@@ -96,7 +96,7 @@ class AckWaiter:
         try:
             await write(self.nc, frames, payload=biggest)
         except BaseException:
-            self._forget(batch)
+            self.forget(batch)
             raise
         return batch
 
@@ -105,12 +105,13 @@ class AckWaiter:
         try:
             await asyncio.wait_for(asyncio.shield(batch.done), timeout)
         except TimeoutError as exc:
-            self._forget(batch)
+            self.forget(batch)
             raise Unavailable("JetStream did not acknowledge outcome publications in time") from exc
         if batch.error is not None:
             raise Unavailable(f"JetStream refused an outcome: {batch.error[:200]!r}")
 
-    def _forget(self, batch: Batch) -> None:
+    def forget(self, batch: Batch) -> None:
+        """Stop waiting for `batch`'s PubAcks (a batch given up)."""
         for key in batch.inboxes:
             self.pending.pop(key, None)
 

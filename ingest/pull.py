@@ -138,11 +138,14 @@ class Puller:
     At most one pull request is outstanding: it asks for `batch` messages and
     lingers until they are delivered or it expires. A new one is sent only when the
     last is used up, expired or refused, so an idle worker costs one request per
-    `timeout` and a busy one a request per batch.
+    `timeout` and a busy one a request per batch. With `ahead`, a request whose messages
+    were all delivered and taken is followed at once by the next (one batch ahead of the
+    caller, who must `release` what it leaves unused when it stops).
     """
 
-    def __init__(self, nc: Any, stream: str, consumer: str) -> None:
+    def __init__(self, nc: Any, stream: str, consumer: str, *, ahead: bool = False) -> None:
         self.nc = nc
+        self.ahead = ahead
         self.subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         self.inbox = nc.new_inbox()
         self.buf: list[Delivered] = []
@@ -201,7 +204,19 @@ class Puller:
                 return []
             if self.buf:
                 await asyncio.sleep(0)  # a burst is usually in flight: one loop turn for it
-        return self._take(batch)
+        out = self._take(batch)
+        if self.ahead and self.remaining <= 0 and not self.buf:
+            # This request is used up: ask for the next batch now, so that it is on its
+            # way while the caller works on this one (instead of a round trip and the
+            # server's delivery of a batch each time the caller comes back).
+            await self._request(batch, timeout)
+        return out
+
+    async def release(self) -> None:
+        """Give back what is buffered and not taken (``-NAK``: redelivered at once, not
+        after the ack wait), e.g. when the caller stops."""
+        msgs, self.buf = self.buf, []
+        await ack_many(self.nc, msgs, b"-NAK")
 
 
 async def _unrouted(msg: Msg) -> None:

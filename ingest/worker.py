@@ -52,7 +52,7 @@ from ingest.log import LogWriter, idempotency_key
 from ingest.log.anchors import Anchor, encode_anchor
 from ingest.nats import ConnectOptions, Names, anchor_subject, outcome_subject, provision
 from ingest.protocol import REPLY_HEADER, SIG_HEADER, Reply, reply_subject_ok
-from ingest.puback import AckWaiter
+from ingest.puback import AckWaiter, Batch
 from ingest.pull import Delivered, Puller, ack_many
 from ingest.replysig import Signer
 from ingest.siem.redact import Redactor, redact_outcome
@@ -200,7 +200,7 @@ class Worker:
         try:
             js = nc.jetstream()
             await self._provision(js)
-            sub = Puller(nc, self.names.events_stream, self.names.worker_consumer)
+            sub = Puller(nc, self.names.events_stream, self.names.worker_consumer, ahead=True)
             await sub.start()
             acks = AckWaiter(nc)
             await acks.start()
@@ -211,6 +211,9 @@ class Worker:
             watchdog = asyncio.create_task(self._watch())
             try:
                 await self._fetch_loop(sub, committer, watchdog)
+                if not watchdog.done():
+                    with contextlib.suppress(Exception):  # best effort: else the ack wait
+                        await sub.release()  # fetched ahead, never started: redeliver now
                 if watchdog.done():
                     self._abandon(committer)
                     raise watchdog.result()
@@ -508,6 +511,7 @@ class Worker:
         final: list[Outcome],
         anchor: Anchor | None = None,
     ) -> None:
+        anchoring: Batch | None = None
         try:
             subject = self._outcome_subject
             batch = await acks.publish_many(
@@ -520,6 +524,10 @@ class Worker:
                     for o in final
                 ]
             )
+            if anchor is not None and anchor.seq > 0:
+                # Sent with the outcomes, so its PubAck comes with theirs; awaited after
+                # the acks, since an anchor is best effort and holds no event back.
+                anchoring = await self._anchor_publish(acks, anchor)
             await acks.wait_batch(batch, timeout=10.0)
             done: list[Delivered] = []
             terminated: list[Delivered] = []  # recorded: never redeliver what cannot be used
@@ -531,34 +539,49 @@ class Worker:
                     done.append(msg)
             await ack_many(nc, done)  # one write for the batch's acks
             await ack_many(nc, terminated, b"+TERM")
-            await nc.flush()
+        except BaseException:
+            if anchoring is not None:
+                acks.forget(anchoring)
+            raise
         finally:
-            self._release(len(events))
-        if anchor is not None and anchor.seq > 0:
-            await self._anchor(acks, anchor)
+            self._release(len(events))  # the acks are written: room for the next fetch
+        await nc.flush()  # the server has the acks
+        if anchor is not None and anchoring is not None:
+            await self._anchor_wait(acks, anchor, anchoring)
         self.stats.events += len(events)
         self.stats.batches += 1
         if self.on_batch is not None:
             self.on_batch(self.stats)
 
-    async def _anchor(self, acks: AckWaiter, anchor: Anchor) -> None:
-        """Publish the chain head after a batch (`ingest.log.anchors`). Best effort: the
-        events are acked already, and a head not anchored only leaves `verify --anchors`
-        less to compare; a failure is logged once until anchoring works again."""
+    # Chain heads after each batch (`ingest.log.anchors`). Best effort: the events are
+    # acked already, and a head not anchored only leaves `verify --anchors` less to
+    # compare; a failure is logged once until anchoring works again.
+
+    async def _anchor_publish(self, acks: AckWaiter, anchor: Anchor) -> Batch | None:
         subject = anchor_subject(self.names, anchor.worker)
         msg_id = f"anchor:{anchor.worker}:{anchor.seq}:{anchor.head[:16]}"
         try:
-            batch = await acks.publish_many([(subject, encode_anchor(anchor), msg_id)])
+            return await acks.publish_many([(subject, encode_anchor(anchor), msg_id)])
+        except Exception as exc:
+            self._anchor_failed(anchor, exc)
+            return None
+
+    async def _anchor_wait(self, acks: AckWaiter, anchor: Anchor, batch: Batch) -> None:
+        try:
             await acks.wait_batch(batch, timeout=10.0)
         except Exception as exc:
-            if not self._anchor_failing:
-                _log.warning("chain head not anchored on %s (seq %d): %s", subject, anchor.seq, exc)
-            self._anchor_failing = True
+            self._anchor_failed(anchor, exc)
         else:
             if self._anchor_failing:
                 _log.warning("chain heads anchored again (seq %d)", anchor.seq)
             self._anchor_failing = False
             self.stats.anchors += 1
+
+    def _anchor_failed(self, anchor: Anchor, exc: Exception) -> None:
+        if not self._anchor_failing:
+            subject = anchor_subject(self.names, anchor.worker)
+            _log.warning("chain head not anchored on %s (seq %d): %s", subject, anchor.seq, exc)
+        self._anchor_failing = True
 
     def _outcome_subject(self, event: str, decision: str) -> str:
         """`outcome_subject`, remembered: a few event names and decisions make them all."""

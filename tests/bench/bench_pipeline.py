@@ -114,7 +114,7 @@ async def raw_puller_rate(co: ConnectOptions, prefix: str, count: int) -> float:
     nm = names(prefix)
     await provision(js, prefix=prefix)
     await preload(js, prefix, count)
-    sub = Puller(nc, nm.events_stream, nm.worker_consumer)
+    sub = Puller(nc, nm.events_stream, nm.worker_consumer, ahead=True)  # as the worker
     await sub.start()
     got = 0
     t = time.perf_counter()

@@ -59,7 +59,7 @@ async def child_pull_ack(url: str, ca: str | None, prefix: str) -> None:
 
     nc = await _co(url, ca).connect()
     nm = names(prefix)
-    sub = Puller(nc, nm.events_stream, nm.worker_consumer)
+    sub = Puller(nc, nm.events_stream, nm.worker_consumer, ahead=True)  # as the worker
     await sub.start()
     idle = 0
     while idle < 6:  # until the consumer has stayed empty for 3 s

@@ -115,3 +115,39 @@ async def test_a_nak_redelivers_and_an_unacked_batch_is_not_lost(
     assert m2.metadata.num_delivered == 2  # type: ignore[attr-defined]
     await m2.ack()  # type: ignore[attr-defined]
     await puller.stop()
+
+
+async def test_the_next_batch_is_asked_for_ahead_and_given_back_on_release(
+    nc: Client, names: ha_nats.Names
+) -> None:
+    """A used-up request is followed by the next at once; `release` NAKs what came ahead,
+    so it is redelivered now rather than after the consumer's ack wait (30 s)."""
+    import asyncio
+
+    js = nc.jetstream()
+    await ha_nats.provision(js, prefix=names.prefix)
+    for i in range(10):
+        await js.publish(ha_nats.event_subject(names, "Stop"), str(i).encode())
+    puller = Puller(nc, names.events_stream, names.worker_consumer, ahead=True)
+    await puller.start()
+    first: list[object] = []
+    while len(first) < 5:
+        first += await puller.fetch(5 - len(first), timeout=2.0)
+    for _ in range(100):  # the request sent ahead delivers the other five meanwhile
+        if len(puller.buf) == 5:
+            break
+        await asyncio.sleep(0.05)
+    assert [int(m.data) for m in puller.buf] == [5, 6, 7, 8, 9]
+    await puller.release()
+    assert puller.buf == []
+    again = Puller(nc, names.events_stream, names.worker_consumer)
+    await again.start()
+    got: list[object] = []
+    while len(got) < 5:
+        msgs = await again.fetch(5, timeout=5.0)
+        assert msgs, "NAKed messages not redelivered within 5 s"
+        got += msgs
+    assert sorted(int(m.data) for m in got) == [5, 6, 7, 8, 9]  # type: ignore[attr-defined]
+    assert {m.metadata.num_delivered for m in got} == {2}  # type: ignore[attr-defined]
+    await puller.stop()
+    await again.stop()
