@@ -106,7 +106,8 @@ def relay_cmd(
         return
     from engine.errors import HookauditError
     from ingest.cli_emit import _target
-    from ingest.relay import Relay, default_socket
+    from ingest.relay import Relay
+    from ingest.relay_socket import default_socket
 
     try:
         mode = int(socket_mode, 8)

@@ -13,6 +13,8 @@ Rules of this file:
 - One NATS connection, one wildcard inbox subscription, a bounded dict of waiting events
   (as serve's gateway). A reply counts only if it verifies against a trusted worker key
   and names its own event; anything else on the inbox is ignored until the deadline.
+- The socket itself (its place and mode, the peer's uid, the wire format) is
+  `ingest.relay_socket`; this file is the emit bridge behind it.
 - Every request is bounded: reading it, publishing, waiting (``--timeout`` of the client),
   the whole of it (`EmitOptions.budget`). NATS down: the event is spooled (with the
   answer the agent got when it waited) and the spool is flushed once NATS is back.
@@ -28,8 +30,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import pwd
-import socket
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,8 +40,8 @@ from engine.errors import HookauditError, InvalidEvent, SettingsError, Unavailab
 from engine.failclosed import closed_answer, one_line, open_reason
 from engine.records import HookEvent, new_event
 from ingest import emit as em
-from ingest.fastemit import ANSWER_MAGIC, MAX_EVENT_BYTES, REQUEST_MAGIC
 from ingest.protocol import SIG_HEADER, Reply
+from ingest.relay_socket import Request, bind, encode_answer, peer, read_request, user_name
 from ingest.spool import Spool, has_pending
 
 if TYPE_CHECKING:
@@ -50,92 +50,9 @@ if TYPE_CHECKING:
 
     from ingest.replysig import Verifier
 
-__all__ = ["Relay", "Request", "decode_request", "default_socket", "encode_answer"]
+__all__ = ["Relay"]
 
 _log = logging.getLogger("hookaudit.relay")
-
-_MAX_HEAD = 4096
-_FAIL = ("open", "closed")
-
-
-def default_socket(data_dir: Path) -> Path:
-    """``<data-dir>/relay/emit.sock`` (what `ingest.fastemit.relay_path` tries first)."""
-    return Path(data_dir).resolve() / "relay" / "emit.sock"
-
-
-class Request(msgspec.Struct, frozen=True, kw_only=True):
-    """One client's ask: its emit options and the raw hook input."""
-
-    wait: bool
-    fail: str
-    timeout: float
-    source: str
-    body: bytes
-
-
-def decode_request(head: bytes, body: bytes) -> Request:
-    """The request of a `fastemit.encode_request` head; ValueError names what is wrong.
-
-    Example:
-        >>> decode_request(b"wait=1\\nfail=closed\\ntimeout=3.0\\nsource=x\\n", b"{}").timeout
-        3.0
-    """
-    fields: dict[str, str] = {}
-    for line in head.decode("utf-8", "surrogateescape").splitlines():
-        key, eq, value = line.partition("=")
-        if not eq or key in fields:
-            raise ValueError(f"bad request line {line[:40]!r}")
-        fields[key] = value
-    if set(fields) != {"wait", "fail", "timeout", "source"}:
-        raise ValueError(f"request fields {sorted(fields)}")
-    if fields["wait"] not in ("0", "1") or fields["fail"] not in _FAIL:
-        raise ValueError("bad wait or fail")
-    timeout = float(fields["timeout"])
-    if not 0 <= timeout < 86400:
-        raise ValueError(f"timeout {timeout!r} out of range")
-    return Request(
-        wait=fields["wait"] == "1",
-        fail=fields["fail"],
-        timeout=timeout,
-        source=fields["source"][:256],
-        body=body,
-    )
-
-
-def encode_answer(result: em.Result) -> bytes:
-    """The wire form of a Result (`fastemit.decode_answer` reads it back).
-
-    Example:
-        >>> encode_answer(em.Result("published"))[:6]
-        b'HAR1\\x00\\t'
-    """
-    out = result.stdout.encode("utf-8", "surrogateescape")
-    err = result.stderr.encode("utf-8", "surrogateescape")
-    status = result.status.encode("ascii", "replace")[:255]
-    return (
-        ANSWER_MAGIC
-        + bytes([result.exit_code if result.exit_code in (0, 2) else 2, len(status)])
-        + status
-        + len(out).to_bytes(4, "big")
-        + out
-        + len(err).to_bytes(4, "big")
-        + err
-    )
-
-
-def _peer(sock: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process at the other end, as the kernel says."""
-    import struct
-
-    pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-    return pid, uid
-
-
-def _user(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 class Relay:
@@ -174,7 +91,7 @@ class Relay:
         """Bind the socket and start connecting to NATS (in the background: a relay
         started while NATS is down spools until it is up)."""
         self._connect_options()  # no NATS given nor an embedded server running: say so now
-        sock = _bind(self.socket_path, self.socket_mode)
+        sock = bind(self.socket_path, self.socket_mode)
         await self._connect_once()  # NATS first when it is there, so no emit spools needlessly
         self._server = await asyncio.start_unix_server(self._client, sock=sock)
         self._spawn(self._connect_loop())
@@ -257,19 +174,19 @@ class Relay:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             sock = writer.get_extra_info("socket")
-            pid, uid = _peer(sock)
+            pid, uid = peer(sock)
             if uid not in self.allow_uids:
                 self.stats["refused_peers"] += 1
                 _log.warning("client pid %d uid %d is not allowed: hung up", pid, uid)
                 return
             try:
                 async with asyncio.timeout(self.request_timeout):
-                    req = await _read_request(reader)
+                    req = await read_request(reader)
             except (TimeoutError, ValueError, asyncio.IncompleteReadError) as e:
                 _log.warning("client pid %d: bad request: %s", pid, one_line(e))
                 return
             self.stats["requests"] += 1
-            result = await self.handle(req, user=_user(uid))
+            result = await self.handle(req, user=user_name(uid))
             writer.write(encode_answer(result))
             await writer.drain()
             _log.info(
@@ -428,76 +345,3 @@ def _internal(opts: em.EmitOptions, e: Exception) -> em.Result:
         out, err, code = closed_answer(why, "hookaudit emit")
         return em.Result("lost", stdout=out, stderr=err, exit_code=code)
     return em.Result("lost", stderr=open_reason(why))
-
-
-async def _read_request(reader: asyncio.StreamReader) -> Request:
-    magic = await reader.readexactly(4)
-    if magic != REQUEST_MAGIC:
-        raise ValueError("not a relay request")
-    n = int.from_bytes(await reader.readexactly(4), "big")
-    if n > _MAX_HEAD:
-        raise ValueError(f"request head of {n} bytes")
-    head = await reader.readexactly(n)
-    size = int.from_bytes(await reader.readexactly(4), "big")
-    if size > MAX_EVENT_BYTES:
-        raise ValueError(f"request body of {size} bytes")
-    body = await reader.readexactly(size)
-    return decode_request(head, body)
-
-
-def _bind(path: Path, mode: int) -> socket.socket:
-    """A listening unix socket at `path` (its directory made 0700 if we create it).
-
-    A socket left by a relay that died is replaced; one that answers is another relay
-    (Unavailable), and a file that is not a socket is never removed.
-    """
-    from ingest.natsauth import private_dir
-
-    try:
-        return _bind_at(path, mode, private_dir)
-    except OSError as e:
-        raise Unavailable(f"cannot listen on {path}: {e.strerror or e}") from e
-
-
-def _bind_at(path: Path, mode: int, private_dir: Any) -> socket.socket:
-    parent = path.parent
-    if not parent.exists():
-        private_dir(parent)
-    if path.exists() or path.is_symlink():
-        if not path.is_socket():
-            raise Unavailable(f"{path}: exists and is not a socket; not replacing it")
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.settimeout(1.0)
-            _at(path, probe.connect)
-        except OSError:
-            path.unlink()
-        else:
-            raise Unavailable(f"{path}: another relay is listening there")
-        finally:
-            probe.close()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
-    try:
-        _at(path, sock.bind)
-    except OSError as e:
-        sock.close()
-        raise Unavailable(f"cannot listen on {path}: {e.strerror or e}") from e
-    finally:
-        os.umask(old)
-    os.chmod(path, mode)
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
-def _at(path: Path, op: Any) -> None:
-    """`op(address)` for a unix socket path, even one longer than sun_path (108 bytes)."""
-    if len(str(path).encode()) <= 100:
-        op(str(path))
-        return
-    fd = os.open(path.parent, os.O_PATH | os.O_CLOEXEC)
-    try:
-        op(f"/proc/self/fd/{fd}/{path.name}")
-    finally:
-        os.close(fd)

@@ -22,7 +22,6 @@ TO_SPLIT: dict[str, tuple[int, str]] = {
     "ingest/emit.py": (749, "input checks | publishing | the spool fallback (edge)"),
     "ingest/worker.py": (561, "admission | evaluation | the commit loop (faults)"),
     "ingest/spool.py": (551, "the file format | append | flush (edge)"),
-    "ingest/relay.py": (502, "the socket server | the emit bridge (edge)"),
     "ingest/fastemit.py": (416, "the stdlib client | the wire format (edge)"),
     "ingest/siem/view.py": (405, "the view | severity and kinds"),
 }
