@@ -108,9 +108,10 @@ __all__ = ["serve_cmd"]
 )
 @click.option(
     "--provision/--no-provision",
-    default=True,
-    show_default=True,
-    help="Create the streams at start if missing (off when the NATS account may not).",
+    default=None,
+    help="Create the streams at start if missing. Default: only on a server reached without "
+    "credentials; a key or creds file is a role (the emitter's may not create streams: "
+    "`hookaudit nats provision` does).",
 )
 @click.option(
     "--worker-key",
@@ -139,7 +140,7 @@ def serve_cmd(
     keepalive_timeout: float,
     max_connections: int,
     max_header_bytes: int,
-    provision: bool,
+    provision: bool | None,
     verbose: bool,
     worker_key: str | None,
     **kw: Any,
@@ -207,7 +208,7 @@ def serve_cmd(
         max_body=max_body,
         max_pending=max_pending,
         token=token or None,
-        provision=provision,
+        provision=provision is not False,
         data_dir=d,
         limits=Limits(
             header_timeout=header_timeout,
@@ -223,9 +224,11 @@ def serve_cmd(
         # 503, and it reconnects by itself instead of giving up after a minute or two.
         connect = build_connect(d, args, "emitter", name="hookaudit-serve", max_reconnect=-1)
         opts = options
-        if connect.nkey_seed is not None and args.nkey_seed is None:
-            # The embedded server's emitter role may not provision: `nats up` did.
-            opts = replace(options, provision=False)
+        if provision is None:
+            # Credentials name a role, and serve's is the emitter's, which may not create
+            # streams: provisioning would only be refused and stop serve at start.
+            anonymous = not (connect.nkey_seed or connect.creds or connect.user or connect.token)
+            opts = replace(options, provision=anonymous)
         opts = replace(opts, verifier=trusted_verifier(worker_key, d))
         server = HttpServer(opts, connect)
         await server.start()

@@ -33,7 +33,7 @@ from nats.js import api as js_api
 from nats.js import errors as js_errors
 
 from engine.errors import ProvisionError, Unavailable
-from ingest.natsconn import ConnectOptions, connect, describe, publish_error, split_urls
+from ingest.natsconn import ConnectOptions, connect, denied, describe, publish_error, split_urls
 
 __all__ = [
     "ANCHORS_STREAM",
@@ -235,7 +235,7 @@ def _worker_config(n: Names, ack_wait: float = ACK_WAIT) -> js_api.ConsumerConfi
 
 
 @contextlib.contextmanager
-def _jetstream_errors(what: str) -> Iterator[None]:
+def _jetstream_errors(what: str, js: JetStreamContext) -> Iterator[None]:
     """Translate nats-py errors raised while provisioning `what`."""
     try:
         yield
@@ -244,6 +244,12 @@ def _jetstream_errors(what: str) -> Iterator[None]:
         nats.errors.NoRespondersError,
         nats.errors.TimeoutError,
     ) as e:
+        refused = denied(getattr(js, "_nc", None))
+        if refused is not None:  # the server refused the request: it never answers
+            raise ProvisionError(
+                f"{what}: {refused}; this key's role may not manage streams "
+                "(provision with the worker key: hookaudit nats provision)"
+            ) from e
         raise Unavailable(
             f"{what}: JetStream did not answer; is it enabled (nats-server -js)?"
         ) from e
@@ -283,7 +289,7 @@ def _consumer_conflicts(want: js_api.ConsumerConfig, have: js_api.ConsumerConfig
 async def _ensure_stream(js: JetStreamContext, want: js_api.StreamConfig) -> None:
     name = want.name or ""
     what = f"stream {name}"
-    with _jetstream_errors(what):
+    with _jetstream_errors(what, js):
         try:
             info = await js.stream_info(name)
         except js_errors.NotFoundError:
@@ -311,7 +317,7 @@ async def _ensure_stream(js: JetStreamContext, want: js_api.StreamConfig) -> Non
 async def _ensure_consumer(js: JetStreamContext, stream: str, want: js_api.ConsumerConfig) -> None:
     name = want.durable_name or ""
     what = f"consumer {name} on stream {stream}"
-    with _jetstream_errors(what):
+    with _jetstream_errors(what, js):
         try:
             info = await js.consumer_info(stream, name)
         except js_errors.NotFoundError:

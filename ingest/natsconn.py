@@ -15,6 +15,7 @@ import contextlib
 import importlib.util
 import logging
 import ssl
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,8 @@ class ConnectOptions:
         last: list[str] = []  # the last trouble logged: an outage is one line, not one a try
 
         async def on_error(exc: Exception) -> None:
+            if "permissions violation" in str(exc).lower():
+                DENIED[nc] = describe(exc)  # what a request timing out was refused
             if not connected:
                 first_errors.append(describe(exc))
             elif last != [describe(exc)]:
@@ -240,6 +243,20 @@ def describe(exc: BaseException) -> str:
         return "timed out waiting for the server's INFO (is it a NATS server?)"
     text = str(exc).strip() or type(exc).__name__
     return text.removeprefix("nats: ")
+
+
+#: The last permission the server refused each client (a refused request only times out).
+DENIED: weakref.WeakKeyDictionary[Client, str] = weakref.WeakKeyDictionary()
+
+
+def denied(nc: object) -> str | None:
+    """The last "permission denied" the server sent `nc`, if any.
+
+    Example:
+        >>> denied(object()) is None
+        True
+    """
+    return DENIED.get(nc) if isinstance(nc, Client) else None
 
 
 def publish_error(exc: BaseException, subject: str, timeout: float) -> Unavailable:
