@@ -157,17 +157,15 @@ def _typed(name: str) -> msgspec.json.Decoder[Any]:
     return dec
 
 
-def _check_types(name: str, raw: bytes, payload: dict[str, Any], where: str) -> None:
-    try:
-        _typed(name).decode(raw)
-    except msgspec.ValidationError as exc:
-        m = _GOT.search(str(exc))
-        field = m.group(2) if m else ""
-        kind = field_types(name).get(field)
-        if not m or kind is None:
-            raise InvalidEvent(where, f"{exc} ({name})") from exc
-        got = _GOT_NAMES.get(m.group(1), m.group(1))
-        raise InvalidEvent(where, f"{field}: expected a JSON {kind}, got {got} ({name})") from exc
+def _type_error(name: str, exc: msgspec.ValidationError, where: str) -> InvalidEvent:
+    """The one-line InvalidEvent of a field of the wrong JSON type."""
+    m = _GOT.search(str(exc))
+    field = m.group(2) if m else ""
+    kind = field_types(name).get(field)
+    if not m or kind is None:
+        return InvalidEvent(where, f"{exc} ({name})")
+    got = _GOT_NAMES.get(m.group(1), m.group(1))
+    return InvalidEvent(where, f"{field}: expected a JSON {kind}, got {got} ({name})")
 
 
 def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
@@ -212,21 +210,29 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
     # Outside strings a ':' follows a key and nothing else. The decoded payload, encoded
     # again, has one per key it kept: fewer than the input's means an object repeated a key
     # (the decoder kept the last value, DuckDB's JSON functions read the first).
-    # Fast path: without a \u escape every ':' inside a decoded string was a literal ':' of
-    # the input, so equal totals leave no room for a lost key.
+    # Fast paths: input that is the payload's own encoding (compact JSON, as agents and our
+    # own records write it) repeats no key, since a dict holds each key once; without a \u
+    # escape every ':' inside a decoded string was a literal ':' of the input, so equal
+    # totals leave no room for a lost key.
     again = _encoder.encode(payload)
-    if b"\\u" in raw or raw.count(b":") != again.count(b":"):
+    if again != raw and (b"\\u" in raw or raw.count(b":") != again.count(b":")):
         if structure is None:
             structure = _structure(raw)
         if structure.count(b":") != _structure(again).count(b":"):
             key = _duplicate_key(raw)
             raise InvalidEvent(where, f"duplicate key {key!r} (I-JSON, RFC 7493: one reading only)")
     name = payload.get("hook_event_name")
-    if not isinstance(name, str) or not name:
-        raise InvalidEvent(where, "hook_event_name: missing or not a string")
-    if not is_known(name):
-        raise InvalidEvent(where, f"hook_event_name: unknown hook event {name[:100]!r}")
-    _check_types(name, raw, payload, where)
+    typed = _TYPED.get(name) if type(name) is str else None
+    if typed is None:
+        if not isinstance(name, str) or not name:
+            raise InvalidEvent(where, "hook_event_name: missing or not a string")
+        if not is_known(name):
+            raise InvalidEvent(where, f"hook_event_name: unknown hook event {name[:100]!r}")
+        typed = _typed(name)
+    try:
+        typed.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise _type_error(str(name), exc, where) from exc
     return payload
 
 

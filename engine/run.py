@@ -333,10 +333,17 @@ class Engine:
         caller passes the result of that parse; InvalidEvent says why it cannot be used.
         """
         if payload is None:
-            payload = parse_payload(event.payload, f"event {event.id}")
+            try:
+                raw = event.payload.encode()  # encoded once: parsed, then planned with
+            except UnicodeEncodeError:
+                parse_payload(event.payload, f"event {event.id}")  # says: not UTF-8
+                raise
+            payload = parse_payload(raw, f"event {event.id}")
+        else:
+            raw = event.payload.encode()
         name = event.event
         posture, profile = self.context(name, eff)
-        done = self.drive(name, payload, event.payload.encode(), eff, posture, profile)
+        done = self.drive(name, payload, raw, eff, posture, profile)
         if type(done) is Evaluation:
             return to_outcome(event, done, eff, replay_id=replay_id)
         return self._outcome_later(event, done, eff, replay_id)  # type: ignore[arg-type]
