@@ -368,13 +368,17 @@ def rejected_result(opts: EmitOptions, err: InvalidEvent, kept: str) -> Result:
 
 
 _EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
+_SESSION = re.compile(rb'"session_id"\s*:\s*"([\x20\x21\x23-\x5b\x5d-\x7e]{1,256})"')
 
 
 def _reject_stub(raw: bytes, r: Rejection, source: str) -> HookEvent:
-    """The event recorded for refused input: the event name when it says one, payload {}."""
+    """The event recorded for refused input: the event name and session when it says them
+    (printable, so a session's queries find it), payload {}."""
     m = _EVENT_NAME.search(raw[: 1 << 20])
     name = m.group(1).decode() if m and is_known(m.group(1).decode()) else "unknown"
-    return new_event({"hook_event_name": name}, raw="{}", source=source, rejected=r)
+    sid = _SESSION.search(raw[: 1 << 20])
+    said = {"session_id": sid.group(1).decode()} if sid else {}
+    return new_event({"hook_event_name": name, **said}, raw="{}", source=source, rejected=r)
 
 
 async def _record_reject(stub: HookEvent, opts: EmitOptions, spool: Spool) -> None:

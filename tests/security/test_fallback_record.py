@@ -143,10 +143,11 @@ async def test_fallback_answers_and_refused_input_are_recorded(
         o.errors for o in iter_outcomes(data) if o.event.tool_name and "spooled" in o.event.payload
     ]
     assert any("policy decision not seen by the agent" in e for e in policy_note)
-    [(stage, size, digest, reason)] = con.execute(
-        "SELECT stage, size, sha256, reason FROM rejects"
+    [(stage, size, digest, reason, session)] = con.execute(
+        "SELECT stage, size, sha256, reason, session_id FROM rejects"
     ).fetchall()
     assert (stage, size, digest) == ("emit", len(big), hashlib.sha256(big).hexdigest())
+    assert session == "s"  # the session it claims, so the session's queries find it
     counts = dict(con.execute("SELECT decided_by, count(*) FROM outcomes GROUP BY 1").fetchall())
     print(
         f"record: spooled fallback deny and late-decision notice recorded as fallback, "
