@@ -13,6 +13,10 @@ Rules of this file:
   queued, one the producer waits to queue), all kept alive together during an outage.
   Batches are sent, and records retried, in delivery order: a batch goes only after the
   one before it was accepted or parked.
+- A sink with ``window = 2`` (HEC) has up to two batches in flight: the next one is sent
+  while the one before waits for its indexer ack; either is re-sent on its own when its ack
+  does not come, and each batch's messages are acked only after its own ack. Batches may
+  then reach the receiver out of order; nothing is acked before the receiver took it.
 - SIGTERM finishes the send in hand, then naks what is not acked, the queued batches too
   (redelivered at once to the next run), and stops.
 
@@ -109,6 +113,7 @@ class Forwarder:
     _save_wanted: asyncio.Event = field(init=False, default_factory=asyncio.Event)
     _writer_done: bool = field(init=False, default=False)
     _held: list[list[_Item]] = field(init=False, default_factory=list)
+    window: int = field(init=False, default=1)  # batches in flight to the sink
 
     def __post_init__(self) -> None:
         prev = read_counters(self.data_dir, self.name)
@@ -181,6 +186,10 @@ class Forwarder:
             # in delivery order, each only after the sink took it.
             ready: asyncio.Queue[list[_Item] | None] = asyncio.Queue(maxsize=1)
             producer = asyncio.create_task(self._produce(puller, ready))
+            # A sink with a window (HEC: the indexer acks late) gets the next batches while
+            # earlier ones wait for their acks; each batch is still acked on its own answer.
+            self.window = window = max(1, min(int(getattr(self.sink, "window", 1)), 2))
+            flying: set[asyncio.Task[None]] = set()
             while (items := await ready.get()) is not None:
                 if not items:  # idle: the last batch's counters go to disk now
                     if self._dirty:
@@ -189,9 +198,20 @@ class Forwarder:
                 if self.stopping.is_set():  # fetched before the stop: hand back unsent
                     await self._nak(items)
                     continue
-                await self._handle(nc, items)
+                if window == 1:
+                    await self._handle(nc, items)
+                else:
+                    while len(flying) >= window:
+                        done, flying = await asyncio.wait(
+                            flying, return_when=asyncio.FIRST_COMPLETED
+                        )
+                        for t in done:
+                            t.result()  # a bug in a delivery ends the run, as it would inline
+                    flying.add(asyncio.create_task(self._handle(nc, items)))
                 self._dirty = True
                 self._save(force=ready.empty() and not puller.buf)  # caught up: show it now
+            if flying:
+                await asyncio.gather(*flying)
             await producer
             await puller.stop()
         finally:
@@ -257,6 +277,9 @@ class Forwarder:
             await self._deliver(nc, list(items))  # acked items leave the copy
         finally:
             self._release(items)
+            if self.window > 1:  # this batch may end after the others: nothing held, save
+                self._dirty = True
+                self._save(force=not self._held)
 
     async def _deliver(self, nc: Any, items: list[_Item]) -> None:
         backoff, first = 0.5, True

@@ -112,6 +112,10 @@ def hec_event(rec: Formatted) -> dict[str, Any]:
 class HecSink(_HttpBase):
     """Splunk HTTP Event Collector: batched events, token, indexer acknowledgement."""
 
+    # Batches in flight: the forwarder sends the next while one waits for its indexer ack
+    # (two keep the messages in hand within the consumer's max_ack_pending of 4 batches).
+    window = 2
+
     def __init__(
         self,
         base: str,

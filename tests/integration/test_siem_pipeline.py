@@ -183,3 +183,69 @@ async def test_sigterm_with_batches_queued_hands_them_back(
         fwd.stop()
         recv.stop()
     assert gate.seqs == list(range(1, 41))
+
+
+async def test_hec_sends_the_next_batch_while_one_waits_for_an_ack_that_never_comes(
+    nats_server: Any, nc: Any, names: Any, tmp_path: Path
+) -> None:
+    posts: list[list[int]] = []  # the seqs of each POST, in arrival order
+    acked: set[int] = set()
+    st = {"next": 0}
+
+    def handle(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+        if path.startswith("/services/collector/ack"):
+            out = {}
+            for a in json.loads(body)["acks"]:
+                out[str(a)] = a != 0  # the first batch's ack never comes
+                if a != 0:
+                    acked.add(a)
+            return 200, {"acks": out}
+        dec, seqs, i, text = json.JSONDecoder(), [], 0, body.decode()
+        while i < len(text):
+            obj, i = dec.raw_decode(text, i)
+            seqs.append(obj["fields"]["hookaudit_seq"])
+        posts.append(seqs)
+        ack, st["next"] = st["next"], st["next"] + 1
+        return 200, {"text": "Success", "code": 0, "ackId": ack}
+
+    recv = Receiver(handle).start()
+    await publish(nc, names, make_outcomes(40))
+    fwd = Forwarder(
+        nats_server.url,
+        names,
+        tmp_path / "d",
+        "--name",
+        "hec",
+        "--format",
+        "ecs",
+        "--to",
+        f"hec+http://127.0.0.1:{recv.port}",
+        "--batch",
+        "10",
+        "--ack-timeout",
+        "4",
+        "--ack-wait",
+        "600",
+        env={"HOOKAUDIT_SIEM_TOKEN": "tok"},
+    ).start()
+    try:
+        wait_for(lambda: 1 in acked, what="the second batch indexer-acked")
+        # The first batch still waits for its ack: none of its messages is acked to JetStream.
+        assert (await consumer(nc, names, "hec")).ack_floor.stream_seq == 0
+        assert posts[0] == list(range(1, 11)) and posts[1] == list(range(11, 21))
+        wait_for(lambda: len(acked) >= 4, what="every batch but the first indexer-acked")
+
+        async def all_acked() -> bool:
+            return bool((await consumer(nc, names, "hec")).ack_floor.stream_seq == 40)
+
+        await until(all_acked, "the first batch re-sent, acked, and everything acked")
+        wait_for(lambda: fwd.status()["sinks"][0]["sent"] == 40, what="status: 40 sent")
+        st_ = fwd.status()["sinks"][0]
+    finally:
+        rc, err = fwd.stop()
+        recv.stop()
+    assert rc == 0, err
+    delivered = [s for k, p in enumerate(posts) if k in acked for s in p]
+    assert sorted(delivered) == list(range(1, 41))  # every event indexer-acked, once
+    assert sum(p == list(range(1, 11)) for p in posts) >= 2  # the unacked batch went again
+    assert st_["sent"] == 40 and st_["failed"] >= 1
