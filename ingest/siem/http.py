@@ -9,6 +9,7 @@ Rules of this file:
   time to find which.
 - HEC: a batch counts only once the indexer acknowledged its ``ackId``; an ack that does
   not come within `ack_timeout` makes the batch go again (same ids, so it can be deduplicated).
+  `window = 2`: the forwarder sends the next batch while one waits for its ack.
 - Elastic: ``create`` with the record uid as ``_id``, so a re-sent record is a 409 conflict,
   counted as delivered, never a duplicate document.
 
