@@ -157,8 +157,9 @@ def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
 
 
 def _run(source: str, wait: bool, timeout: float, fail: str, kw: dict[str, Any]) -> Any:
-    from ingest.emit import EmitOptions, read_input
+    from ingest.emit import EmitOptions
     from ingest.emit import emit as run_emit
+    from ingest.emit_input import read_input
 
     opts = EmitOptions(
         target=_target(kw),
@@ -173,7 +174,7 @@ def _run(source: str, wait: bool, timeout: float, fail: str, kw: dict[str, Any])
     raw = read_input(stdin)
     full = None
     if stdin is not None and len(raw) > opts.max_bytes():
-        from ingest.emit import drain
+        from ingest.emit_input import drain
 
         full = drain(stdin, raw)  # too large: read the rest, to record its size and sha256
     return run_emit(raw, opts, full=full)
@@ -234,7 +235,7 @@ def spool_flush(fmt: str, **kw: Any) -> None:
       hookaudit spool flush --data-dir ~/.local/share/hookaudit
     """
     from engine.errors import HookauditError
-    from ingest.emit import flush_spool
+    from ingest.emit_publish import flush_spool
 
     def progress(done: int, total: int) -> None:
         click.echo(f"hookaudit spool flush: {done}/{total} events", err=True)

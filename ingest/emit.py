@@ -1,8 +1,9 @@
 """`hookaudit emit`: one hook event from stdin to JetStream, optionally waiting for the decision.
 
 Rules of this file:
-- Cold start matters: this runs on every tool call. At module level only the stdlib,
-  msgspec, `engine.records|events|errors`, `ingest.protocol` and `ingest.spool` are
+- Cold start matters: this runs on every tool call without a relay. At module level
+  only the stdlib, msgspec, `engine.records|events|errors|payload|failclosed`,
+  `ingest.protocol`, `ingest.natsopts`, `ingest.spool` and emit's three helpers are
   imported; nats (`ingest.nats`, `ingest.embedded`) after stdin is validated, and the
   engine's renderer only when a decision has arrived.
 - Never hang: connecting, publishing, flushing the spool and waiting for the reply
@@ -10,44 +11,42 @@ Rules of this file:
 - Never lose an event: NATS unreachable -> the spool; bad input -> a reject file; an
   event the server can never take -> ``spool/rejects.jsonl``.
 - Never block the agent by accident: only ``--fail closed`` turns a failure into a
-  block; what to print is decided by pure functions (`fail_result`, `decision_result`).
+  block; what to print is decided by pure functions (`ingest.emit_answer`).
+- Three helpers: `ingest.emit_input` (reading and checking stdin, keeping refused input),
+  `ingest.emit_publish` (the NATS side) and `ingest.emit_answer` (what to print); this
+  file is the delivery between them: publish, wait, or fall back to the spool.
 
 Example:
-    >>> raw = b'{"hook_event_name": "Stop", "session_id": "s"}'
-    >>> payload, text = validate(raw)
-    >>> payload["hook_event_name"], text == raw.decode()
-    ('Stop', True)
+    >>> EmitOptions(target=Target(data_dir=Path("/tmp/ha"))).fail
+    'open'
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import logging
-import re
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from engine.errors import HookauditError, InvalidEvent, PublishUncertain, Unavailable
-from engine.events import is_known, spec
-from engine.failclosed import closed_reason, open_reason
-from engine.payload import MAX_EVENT_BYTES, parse_payload
-from engine.records import (
-    Fallback,
-    HookEvent,
-    Outcome,
-    Rejection,
-    encode_json,
-    encode_msgpack,
-    new_event,
+from engine.payload import MAX_EVENT_BYTES
+from engine.records import Fallback, HookEvent, Rejection, encode_json, new_event
+from ingest.emit_answer import (
+    FailMode,
+    Result,
+    fail_result,
+    late_result,
+    rejected_result,
+    reply_decoder,
+    reply_result,
 )
+from ingest.emit_input import reject_stub, validate
+from ingest.emit_publish import Publisher, connect, quiet_nats_logs
 from ingest.natsopts import NatsArgs
-from ingest.protocol import MSG_ID, REPLY_HEADER, SIG_HEADER, Reply
-from ingest.spool import FlushReport, Sent, Spool, has_pending
+from ingest.protocol import SIG_HEADER, Reply
+from ingest.spool import Spool, has_pending
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -55,171 +54,17 @@ if TYPE_CHECKING:
     from ingest.replysig import Verifier
 
 __all__ = [
-    "MAX_EVENT_BYTES",
     "EmitOptions",
-    "FailMode",
-    "Publisher",
-    "Result",
     "Target",
-    "decision_result",
     "emit",
-    "fail_result",
-    "flush_spool",
-    "keep_reject",
-    "late_result",
+    "fallback",
     "notify",
-    "quiet_nats_logs",
-    "read_input",
-    "reject_stub",
-    "rejected_result",
-    "reply_decoder",
-    "reply_result",
     "too_big",
     "undelivered",
-    "validate",
 ]
-
-FailMode = Literal["open", "closed"]
-
-#: The largest event accepted (as engine.run.parse_payload); bigger input is rejected.
-#: JetStream's "message size exceeds maximum allowed" (a permanent, per-event failure).
-_JS_MSG_TOO_BIG = 10054
-
-
-# -- what to print: pure ----------------------------------------------------------------
-
-
-class Result(msgspec.Struct, frozen=True):
-    """What emit prints and how it exits, and what became of the event (`status`).
-
-    `status` is one of ``published``, ``duplicate``, ``decided``, ``no-decision``,
-    ``spooled``, ``rejected``, ``lost``.
-    """
-
-    status: str
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int = 0
-
-
-def fail_result(event_name: str, fail: FailMode, reason: str, *, status: str) -> Result:
-    """What to do when no decision can be had, per the fail mode.
-
-    open: proceed (exit 0), one line on stderr. closed: PreToolUse prints a deny and
-    exits 0; another event that can be blocked exits 2 with the reason on stderr; an
-    event that cannot be blocked proceeds (exit 2 would only add noise for the model).
-
-    Example:
-        >>> fail_result("Stop", "closed", "no decision", status="no-decision").exit_code
-        2
-        >>> fail_result("Stop", "open", "no decision", status="no-decision").exit_code
-        0
-    """
-    if fail == "open":
-        return Result(status, stderr=open_reason(reason))
-    why = closed_reason(reason)
-    if event_name == "PreToolUse":
-        from engine.claude_output import blocking_object
-
-        text = json.dumps(blocking_object(event_name, why), separators=(",", ":"))
-        return Result(status, stdout=text, stderr=f"hookaudit emit: {reason}")
-    if is_known(event_name) and spec(event_name).exit2 in ("block", "fail"):
-        return Result(status, stderr=why, exit_code=2)
-    return Result(
-        status, stderr=f"hookaudit emit: {reason}; {event_name} cannot be blocked, proceeding"
-    )
-
-
-def decision_result(outcome: Outcome) -> Result:
-    """Print and exit as `hookaudit eval --format claude` does for the same Outcome
-    (`engine.claude_output.express_outcome`, as serve and eval).
-
-    Example:
-        >>> decision_result(outcome).exit_code  # doctest: +SKIP
-        0
-    """
-    from engine.claude_output import express_outcome
-
-    out, err, code, _ = express_outcome(outcome)
-    return Result("decided", stdout=out, stderr=err, exit_code=code)
 
 
 # -- input ------------------------------------------------------------------------------
-
-
-def read_input(stream: BinaryIO | None, limit: int = MAX_EVENT_BYTES) -> bytes:
-    """Read stdin up to `limit` + 1 bytes (one more tells "too large" from "exactly full").
-
-    Example:
-        >>> import io
-        >>> read_input(io.BytesIO(b"x" * 10), limit=4)
-        b'xxxxx'
-    """
-    if stream is None:
-        return b""
-    chunks: list[bytes] = []
-    left = limit + 1
-    while left > 0:
-        chunk = stream.read(min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def drain(stream: BinaryIO, head: bytes) -> Rejection:
-    """Read what is left of an oversized input; its size and sha256 (of all of it, `head`
-    included), for the reject record. Reads in 1 MiB chunks; keeps nothing more.
-
-    Example:
-        >>> import io
-        >>> drain(io.BytesIO(b"cd"), b"ab").size
-        4
-    """
-    import hashlib
-
-    h = hashlib.sha256(head)
-    size = len(head)
-    while chunk := stream.read(1 << 20):
-        h.update(chunk)
-        size += len(chunk)
-    return Rejection(stage="emit", reason="", size=size, sha256=h.hexdigest())
-
-
-def validate(raw: bytes, where: str = "<stdin>") -> tuple[dict[str, Any], str]:
-    """Check an agent's hook input (`engine.payload.parse_payload`); return (payload, text).
-
-    `text` is the input decoded, unchanged: it becomes the event's verbatim payload.
-
-    Example:
-        >>> validate(b"[]")
-        Traceback (most recent call last):
-        ...
-        engine.errors.InvalidEvent: <stdin>: expected a JSON object
-    """
-    payload = parse_payload(raw, where)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:  # msgspec checks strings; this guards the rest
-        raise InvalidEvent(where, f"not UTF-8: {exc}") from exc
-    return payload, text
-
-
-def keep_reject(
-    data_dir: Path, raw: bytes, reason: str = "", *, full: Rejection | None = None
-) -> Path:
-    """Keep bad input (its first MAX_EVENT_BYTES) under ``<data_dir>/rejects/``, with a note
-    of its full size, its sha256 and why (`ingest.rejects.keep`); return the kept file.
-
-    Example:
-        >>> keep_reject(Path("/tmp/ha"), b"not json").name  # doctest: +SKIP
-        '20250101T120000.123456Z-0194....bin'
-    """
-    from ingest.rejects import keep
-
-    kept = keep(data_dir, raw, reason, stage="emit", full=full)
-    return Path(kept.path)
 
 
 # -- options ----------------------------------------------------------------------------
@@ -338,53 +183,10 @@ def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection
     return rejected_result(opts, err, kept)
 
 
-def reject_stub(
-    raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection | None = None
-) -> tuple[HookEvent, str]:
-    """Keep refused input under ``rejects/``; the stub event for the log, and where it is kept.
-
-    Example:
-        >>> reject_stub(b"[]", opts, InvalidEvent("<stdin>", "expected a JSON object"))  # doctest: +SKIP
-        (HookEvent(...), '; input kept in /tmp/ha/rejects/....bin')
-    """
-    try:
-        kept = f"; input kept in {keep_reject(opts.target.data_dir, raw, str(err), full=full)}"
-    except OSError as e:
-        kept = f"; input NOT kept: {e}"
-    from ingest.rejects import rejection
-
-    r = rejection(raw, str(err), stage="emit")
-    if full is not None:
-        r = msgspec.structs.replace(r, size=full.size, sha256=full.sha256)
-    return _reject_stub(raw, r, opts.source), kept
-
-
-def rejected_result(opts: EmitOptions, err: InvalidEvent, kept: str) -> Result:
-    """What emit answers for refused input: one line, and exit 2 when failing closed."""
-    line = f"hookaudit emit: {err}{kept}"
-    if opts.fail == "closed":
-        return Result("rejected", stderr=line, exit_code=2)
-    return Result("rejected", stderr=line)
-
-
-_EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
-_SESSION = re.compile(rb'"session_id"\s*:\s*"([\x20\x21\x23-\x5b\x5d-\x7e]{1,256})"')
-
-
-def _reject_stub(raw: bytes, r: Rejection, source: str) -> HookEvent:
-    """The event recorded for refused input: the event name and session when it says them
-    (printable, so a session's queries find it), payload {}."""
-    m = _EVENT_NAME.search(raw[: 1 << 20])
-    name = m.group(1).decode() if m and is_known(m.group(1).decode()) else "unknown"
-    sid = _SESSION.search(raw[: 1 << 20])
-    said = {"session_id": sid.group(1).decode()} if sid else {}
-    return new_event({"hook_event_name": name, **said}, raw="{}", source=source, rejected=r)
-
-
 async def _record_reject(stub: HookEvent, opts: EmitOptions, spool: Spool) -> None:
     async with asyncio.timeout(opts.budget()):
         try:
-            nc = await _connect(opts.target)
+            nc = await connect(opts.target)
         except HookauditError:
             spool.append(stub)
             return
@@ -484,7 +286,7 @@ async def _deliver_on(
     try:
         async with asyncio.timeout(opts.budget()):
             try:
-                nc = await _connect(opts.target)
+                nc = await connect(opts.target)
             except HookauditError as e:
                 return undelivered(event, opts, spool, e), nc
             publish = Publisher(nc, opts.target)
@@ -590,158 +392,4 @@ async def _await_decision(event: HookEvent, opts: EmitOptions, sub: Any) -> Resu
     return reply_result(event, opts, got)
 
 
-def late_result(event: HookEvent, opts: EmitOptions) -> Result:
-    """The answer when no decision arrived within ``--timeout`` (per the fail mode)."""
-    return fail_result(
-        event.event,
-        opts.fail,
-        f"no decision arrived within {opts.timeout:g}s for {event.event} event {event.id}",
-        status="no-decision",
-    )
-
-
-def reply_result(event: HookEvent, opts: EmitOptions, got: Reply | str) -> Result:
-    """The answer for what arrived on the inbox: a trusted Reply, or why there is none.
-
-    Example:
-        >>> reply_result(event, opts, "connection closed").status  # doctest: +SKIP
-        'no-decision'
-    """
-    if isinstance(got, str):
-        return fail_result(event.event, opts.fail, got, status="no-decision")
-    reply = got
-    if reply.event_id != event.id or reply.error is not None or reply.outcome is None:
-        why = reply.error or f"reply for event {reply.event_id!r} carries no outcome"
-        return fail_result(
-            event.event, opts.fail, f"no decision for event {event.id}: {why}", status="no-decision"
-        )
-    try:
-        return decision_result(reply.outcome)
-    except Exception as e:  # the renderer is the engine's; a bug there is still no decision
-        why = f"cannot render the decision for event {event.id}: {type(e).__name__}: {e}"
-        return fail_result(event.event, opts.fail, why, status="no-decision")
-
-
-_REPLY: list[msgspec.msgpack.Decoder[Reply]] = []
-
-
-def reply_decoder() -> msgspec.msgpack.Decoder[Reply]:
-    # Built on first use: only --wait needs it, and it costs start-up time.
-    if not _REPLY:
-        _REPLY.append(msgspec.msgpack.Decoder(Reply))
-    return _REPLY[0]
-
-
 # -- NATS -------------------------------------------------------------------------------
-
-
-def quiet_nats_logs() -> None:
-    # ingest.nats logs reconnect trouble; with no handler Python would print it on
-    # stderr, and observe mode promises silence. Failures are reported by Result.
-    logging.getLogger("hookaudit.nats").addHandler(logging.NullHandler())
-    logging.getLogger("hookaudit.nats").propagate = False
-
-
-async def _connect(t: Target) -> Client:
-    from ingest.natsopts import connect_options
-
-    co = connect_options(
-        t.nats_args(),
-        t.data_dir,
-        "emitter",
-        name="hookaudit-emit",
-        connect_timeout=t.connect_timeout,
-        # A short-lived process: one quick reconnect, then fail over to the spool.
-        max_reconnect=1,
-        reconnect_wait=0.1,
-    )
-    return await co.connect()
-
-
-class Publisher:
-    """Publishes HookEvents to JetStream (a `spool.Publish`); provisions the streams once
-    if no stream answers. Transient failures raise Unavailable.
-
-    Example:
-        >>> sent = await Publisher(nc, Target(data_dir=d))(event)  # doctest: +SKIP
-        >>> sent.duplicate  # doctest: +SKIP
-        False
-    """
-
-    def __init__(self, nc: Client, t: Target) -> None:
-        from ingest.nats import names
-
-        self.nc = nc
-        self.js = nc.jetstream(timeout=t.publish_timeout)
-        self.names = names(t.prefix)
-        self.prefix = t.prefix
-        self.timeout = t.publish_timeout
-        self.provisioned = False
-        self.provision_lock = asyncio.Lock()
-
-    async def __call__(self, event: HookEvent, reply_to: str | None = None) -> Sent:
-        import nats.errors
-        import nats.js.errors
-
-        from ingest.nats import event_subject, provision, publish_error
-
-        subject = event_subject(self.names, event.event)
-        # A fallback notice repeats an event already stored: its own id for dedup.
-        notice = event.fallback is not None and event.fallback.notice
-        headers = {MSG_ID: f"{event.id}:fallback" if notice else event.id}
-        if reply_to is not None:
-            headers[REPLY_HEADER] = reply_to
-        data = encode_msgpack(event)
-        retried = False
-        while True:
-            try:
-                ack = await self.js.publish(subject, data, timeout=self.timeout, headers=headers)
-                return Sent(duplicate=bool(ack.duplicate))
-            except nats.js.errors.NoStreamResponseError as e:
-                if retried:
-                    raise publish_error(e, subject, self.timeout) from e
-                retried = True
-                async with self.provision_lock:  # a flush has many publishes in flight
-                    if not self.provisioned:
-                        await provision(self.js, prefix=self.prefix)
-                        self.provisioned = True
-            except nats.errors.MaxPayloadError:
-                return Sent(
-                    rejected=f"{len(data)} bytes exceed the NATS server's max_payload "
-                    f"({self.nc.max_payload} bytes); raise max_payload in its config"
-                )
-            except nats.js.errors.APIError as e:
-                if e.err_code == _JS_MSG_TOO_BIG:
-                    return Sent(rejected=f"stream refused {len(data)} bytes: {e.description}")
-                raise publish_error(e, subject, self.timeout) from e
-            except (OSError, nats.errors.Error) as e:
-                raise publish_error(e, subject, self.timeout) from e
-
-
-async def _flush(
-    t: Target, progress: Callable[[int, int], None] | None, wait_lock: float
-) -> FlushReport:
-    nc = await _connect(t)
-    try:
-        return await Spool(t.data_dir).flush(
-            Publisher(nc, t), wait_lock=wait_lock, progress=progress
-        )
-    finally:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(nc.close(), timeout=2.0)
-
-
-def flush_spool(
-    t: Target,
-    *,
-    progress: Callable[[int, int], None] | None = None,
-    wait_lock: float = 60.0,
-) -> FlushReport:
-    """Publish everything spooled under `t.data_dir`; raises Unavailable if NATS is down.
-
-    Example:
-        >>> flush_spool(Target(data_dir=Path("/tmp/ha"), nats_url=url)).remaining  # doctest: +SKIP
-        0
-    """
-    quiet_nats_logs()
-    return asyncio.run(_flush(t, progress, wait_lock))

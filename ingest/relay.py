@@ -40,6 +40,16 @@ from engine.errors import HookauditError, InvalidEvent, SettingsError, Unavailab
 from engine.failclosed import closed_answer, one_line, open_reason
 from engine.records import HookEvent, new_event
 from ingest import emit as em
+from ingest.emit_answer import (
+    Result,
+    fail_result,
+    late_result,
+    rejected_result,
+    reply_decoder,
+    reply_result,
+)
+from ingest.emit_input import reject_stub, validate
+from ingest.emit_publish import Publisher
 from ingest.protocol import SIG_HEADER, Reply
 from ingest.relay_socket import Request, bind, encode_answer, peer, read_request, user_name
 from ingest.spool import Spool, has_pending
@@ -77,7 +87,7 @@ class Relay:
         self.spool = Spool(target.data_dir)
         self.pending: dict[str, asyncio.Future[Reply | str]] = {}
         self.nc: Client | None = None
-        self.publisher: em.Publisher | None = None
+        self.publisher: Publisher | None = None
         self.inbox = ""
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -144,7 +154,7 @@ class Relay:
             return False
         self.inbox = nc.new_inbox()
         await nc.subscribe(f"{self.inbox}.*", cb=self._on_reply, pending_msgs_limit=65536)
-        self.publisher = em.Publisher(nc, t)
+        self.publisher = Publisher(nc, t)
         self.nc = nc
         _log.info("connected to NATS; inbox %s", self.inbox)
         return True
@@ -208,11 +218,11 @@ class Relay:
             fail="closed" if req.fail == "closed" else "open",
         )
 
-    async def handle(self, req: Request, *, user: str) -> em.Result:
+    async def handle(self, req: Request, *, user: str) -> Result:
         """What `hookaudit emit` would answer for this request, never raising."""
         opts = self._options(req)
         try:
-            payload, text = em.validate(req.body)
+            payload, text = validate(req.body)
         except InvalidEvent as e:
             return await self._bad_input(req.body, opts, e)
         except Exception as e:
@@ -223,7 +233,7 @@ class Relay:
                 result = await self._deliver(event, opts)
         except TimeoutError:
             why = f"delivery took longer than {opts.budget():.0f}s"
-            result = em.fail_result(
+            result = fail_result(
                 event.event, opts.fail, f"no decision: {why}", status="no-decision"
             )
         except Exception as e:  # as emit: a bug spools the event and answers per --fail
@@ -233,8 +243,8 @@ class Relay:
             self.stats["spooled"] += 1
         return result
 
-    async def _bad_input(self, raw: bytes, opts: em.EmitOptions, err: InvalidEvent) -> em.Result:
-        stub, kept = await asyncio.to_thread(em.reject_stub, raw, opts, err)
+    async def _bad_input(self, raw: bytes, opts: em.EmitOptions, err: InvalidEvent) -> Result:
+        stub, kept = await asyncio.to_thread(reject_stub, raw, opts, err)
         try:
             sent = None
             if self.publisher is not None and self.nc is not None and self.nc.is_connected:
@@ -244,9 +254,9 @@ class Relay:
                 await asyncio.to_thread(self.spool.append, stub)
         except Exception as e:
             kept += f"; not recorded in the log: {type(e).__name__}: {e}"
-        return em.rejected_result(opts, err, kept)
+        return rejected_result(opts, err, kept)
 
-    async def _deliver(self, event: HookEvent, opts: em.EmitOptions) -> em.Result:
+    async def _deliver(self, event: HookEvent, opts: em.EmitOptions) -> Result:
         nc, publish = self.nc, self.publisher
         if nc is None or publish is None or not nc.is_connected:
             why: str | HookauditError = Unavailable(
@@ -271,19 +281,19 @@ class Relay:
             if sent.rejected is not None:
                 return await asyncio.to_thread(em.too_big, event, opts, self.spool, sent.rejected)
             if fut is None:
-                return em.Result("duplicate" if sent.duplicate else "published")
+                return Result("duplicate" if sent.duplicate else "published")
             try:
                 self._verify_key()
             except HookauditError as e:
-                return em.fail_result(
+                return fail_result(
                     event.event, opts.fail, f"no decision: {e}", status="no-decision"
                 )
             try:
                 got = await asyncio.wait_for(fut, opts.timeout)
             except TimeoutError:
-                result = em.late_result(event, opts)
+                result = late_result(event, opts)
             else:
-                result = em.reply_result(event, opts, got)
+                result = reply_result(event, opts, got)
             if result.status == "no-decision":  # the log must say what the agent was told
                 self._spawn(em.notify(event, opts, self.spool, nc, result))
             else:
@@ -328,7 +338,7 @@ class Relay:
             _log.warning("reply for event %s not signed by a trusted worker: ignored", key)
             return
         try:
-            reply = em.reply_decoder().decode(msg.data)
+            reply = reply_decoder().decode(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             if verifier is None:
                 fut.set_result(f"undecodable reply for event {key}: {e}")
@@ -339,9 +349,9 @@ class Relay:
         fut.set_result(reply)
 
 
-def _internal(opts: em.EmitOptions, e: Exception) -> em.Result:
+def _internal(opts: em.EmitOptions, e: Exception) -> Result:
     why = f"internal error: {one_line(e)}"
     if opts.fail == "closed":
         out, err, code = closed_answer(why, "hookaudit emit")
-        return em.Result("lost", stdout=out, stderr=err, exit_code=code)
-    return em.Result("lost", stderr=open_reason(why))
+        return Result("lost", stdout=out, stderr=err, exit_code=code)
+    return Result("lost", stderr=open_reason(why))

@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from engine.errors import Unavailable
-from ingest import emit as em
+from ingest.emit_answer import Result
 from ingest.fastemit import ANSWER_MAGIC, MAX_EVENT_BYTES, REQUEST_MAGIC
 
 __all__ = [
@@ -90,11 +90,11 @@ def decode_request(head: bytes, body: bytes) -> Request:
     )
 
 
-def encode_answer(result: em.Result) -> bytes:
+def encode_answer(result: Result) -> bytes:
     """The wire form of a Result (`fastemit.decode_answer` reads it back).
 
     Example:
-        >>> encode_answer(em.Result("published"))[:6]
+        >>> encode_answer(Result("published"))[:6]
         b'HAR1\\x00\\t'
     """
     out = result.stdout.encode("utf-8", "surrogateescape")

@@ -27,6 +27,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from engine.errors import InvalidEvent
+from engine.payload import MAX_EVENT_BYTES
 from engine.records import (
     HookEvent,
     HookIdentity,
@@ -39,7 +40,8 @@ from engine.records import (
 )
 from ingest.cli_emit import emit as emit_cmd
 from ingest.cli_emit import spool as spool_cmd
-from ingest.emit import MAX_EVENT_BYTES, fail_result, validate
+from ingest.emit_answer import fail_result
+from ingest.emit_input import validate
 from ingest.nats import Names, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
 from ingest.spool import Spool

@@ -238,7 +238,8 @@ async def test_appends_racing_flushes_lose_nothing(
 ) -> None:
     # Appenders (threads, each append under flock) race a loop of flushes that rename
     # the spool under them: every event must end up in the stream exactly once.
-    from ingest.emit import Publisher, Target
+    from ingest.emit import Target
+    from ingest.emit_publish import Publisher
 
     spool = Spool(tmp_path)
     per_thread, threads = 300, 4
@@ -358,7 +359,8 @@ def _free_port() -> int:
 async def test_lines_written_aside_are_counted_listed_and_flushed(
     nats_server: NatsServer, names: Names, tmp_path: Path
 ) -> None:
-    from ingest.emit import Publisher, Target
+    from ingest.emit import Target
+    from ingest.emit_publish import Publisher
 
     spool = Spool(tmp_path)
     spool.append(new_event({"hook_event_name": "Stop", "session_id": "before"}))

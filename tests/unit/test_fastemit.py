@@ -9,7 +9,7 @@ import pytest
 
 from engine.payload import MAX_EVENT_BYTES
 from ingest import fastemit
-from ingest.emit import Result
+from ingest.emit_answer import Result
 from ingest.relay_socket import decode_request, encode_answer
 
 REPO = Path(__file__).resolve().parents[2]
