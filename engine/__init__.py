@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from engine.errors import HookauditError, InvalidEvent, SettingsError, Unavailable
     from engine.events import CATALOG
     from engine.flow import Evaluation
+    from engine.outcome import to_outcome
     from engine.records import (
         ENGINE_VERSION,
         HookEvent,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
         Profile,
         new_event,
     )
-    from engine.run import Answerer, Engine, NotEvaluated, to_outcome
+    from engine.run import Answerer, Engine, NotEvaluated
     from engine.sources import Effective, discover, load_sources, merge, parse_scoped
 
 __all__ = [
@@ -103,7 +104,7 @@ _WHERE = {
     "new_event": "engine.records",
     "parse_scoped": "engine.sources",
     "render_claude": "engine.claude_output",
-    "to_outcome": "engine.run",
+    "to_outcome": "engine.outcome",
 }
 
 

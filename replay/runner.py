@@ -32,8 +32,9 @@ from typing import Any
 from engine.effects import Executor
 from engine.events import ALL_TYPES
 from engine.flow import Evaluation
+from engine.outcome import to_outcome
 from engine.records import HookRun, Posture, Profile, encode_msgpack
-from engine.run import Engine, NotEvaluated, to_outcome
+from engine.run import Engine, NotEvaluated
 from engine.sources import Effective, load_sources
 from ingest.log import Segment
 from replay import request
