@@ -105,24 +105,22 @@ def columns_agree(ev: HookEvent, payload: dict[str, Any]) -> bool:
         False
     """
     g = payload.get
-    sid = g("session_id")
-    return bool(
-        ev.id  # new_event gives an empty id a fresh one: never the event's own
-        and ev.event == str(g("hook_event_name", ""))
-        and ev.session_id == (sid if isinstance(sid, str) and sid else "")
-        and ev.tool_name == _text(g("tool_name"))
-        and ev.tool_use_id == _text(g("tool_use_id"))
-        and ev.cwd == _text(g("cwd"))
-        and ev.transcript_path == _text(g("transcript_path"))
-        and ev.permission_mode == _text(g("permission_mode"))
-        and ev.agent_id == _text(g("agent_id"))
-        and ev.agent_type == _text(g("agent_type"))
-        and ev.rejected is None
+    if not ev.id or ev.rejected is not None:  # new_event gives an empty id a fresh one
+        return False
+    sid, tool, use, cwd = g("session_id"), g("tool_name"), g("tool_use_id"), g("cwd")
+    tp, pm, aid, at = g("transcript_path"), g("permission_mode"), g("agent_id"), g("agent_type")
+    # Inline, not a helper per column: this runs for every event.
+    return (
+        ev.event == str(g("hook_event_name", ""))
+        and ev.session_id == (sid if isinstance(sid, str) else "")
+        and ev.tool_name == (tool if isinstance(tool, str) else None)
+        and ev.tool_use_id == (use if isinstance(use, str) else None)
+        and ev.cwd == (cwd if isinstance(cwd, str) else None)
+        and ev.transcript_path == (tp if isinstance(tp, str) else None)
+        and ev.permission_mode == (pm if isinstance(pm, str) else None)
+        and ev.agent_id == (aid if isinstance(aid, str) else None)
+        and ev.agent_type == (at if isinstance(at, str) else None)
     )
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def record_only(ev: HookEvent, by: Literal["rejected", "fallback"], settings_id: str) -> Outcome:
