@@ -42,7 +42,7 @@ import msgspec
 
 from engine.errors import Unavailable
 from ingest.nats import ConnectOptions, Names
-from ingest.pull import Puller
+from ingest.pull import Puller, ack_many
 from ingest.siem.formats import Formatted, format_view
 from ingest.siem.redact import Redactor
 from ingest.siem.sink import Sink, SinkDown
@@ -364,14 +364,9 @@ class Forwarder:
         done = [it for it in items if not it.pending]
         if not done:
             return
-        send = getattr(nc, "_send_command", None)
-        if send is not None and all(it.msg.reply for it in done):
-            # One write of every ack (a PUB with no payload to each reply subject), the bytes
-            # `msg.ack()` sends one coroutine each: 4.1 -> 0.3 us of CPU per message.
-            await send(b"".join(b"PUB %s 0\r\n\r\n" % it.msg.reply.encode() for it in done))
-        else:
-            for it in done:
-                await it.msg.ack()
+        # One write of every ack (the bytes `msg.ack()` sends one coroutine each): 4.1 ->
+        # 0.3 us of CPU per message.
+        await ack_many(nc, [it.msg for it in done])
         items[:] = [it for it in items if it.pending]
         self.counters.messages += len(done)
         await nc.flush()  # the acks reached the server before we count them as done
