@@ -1,6 +1,8 @@
 """The emitter's disk spool: events that could not reach NATS, kept until they can.
 
 Rules of this file:
+- The files (durable appends, asides, checkpoints) are `ingest.spool_files`; one flush in
+  progress is `ingest.spool_flush`; this file is the spool's layout and its locks.
 - No NATS import. Flushing takes a `Publish` callable (the NATS adapter lives in
   `ingest/emit.py`), so this module is plain files, locks and msgspec.
 - Nothing is deleted before it is acknowledged. A line that cannot be decoded is
@@ -36,22 +38,29 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import fcntl
 import os
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
 
 import msgspec
 
-from engine.errors import HookauditError, Unavailable
-from engine.records import HookEvent, decode_event_json, encode_json, uuid7
+from engine.errors import Unavailable
+from engine.records import HookEvent, encode_json, uuid7
+from ingest.spool_files import (
+    OFFSET_SUFFIX,
+    append_durably,
+    count_lines,
+    fsync_dir,
+    read_offset,
+    read_rejects,
+    write_aside,
+)
+from ingest.spool_flush import FlushRun
 
 __all__ = [
     "FlushReport",
@@ -68,14 +77,7 @@ REJECTS = "rejects.jsonl"
 _REJECTS_PREFIX = "rejects-"
 _BATCH_PREFIX = "batch-"
 _BATCH_SUFFIX = ".jsonl"
-_OFFSET_SUFFIX = ".offset"
 
-#: How many publishes a flush keeps in flight; acks come back in order on one connection.
-WINDOW = 256
-#: How often a long flush records its progress (seconds, acked events), so a crash
-#: re-sends little; a checkpoint costs one small file write and a rename.
-CHECKPOINT_EVERY = 1.0
-CHECKPOINT_EVENTS = 2048
 #: How long an appender waits for the append lock before it writes its line to a file
 #: of its own instead (never hang, never drop the event).
 APPEND_LOCK_WAIT = 1.0
@@ -170,11 +172,11 @@ class Spool:
             self._ensure_dir()
             with self._lock("lock", wait=APPEND_LOCK_WAIT) as got:
                 if got:
-                    _append_durably(self.events_path, line, self.dir)
+                    append_durably(self.events_path, line, self.dir)
                     return
             # The lock stayed busy (a hung appender, a flush on a slow disk, a neighbour
             # holding it): the event becomes a batch of its own, which needs no lock.
-            _write_aside(self.dir, f"{_BATCH_PREFIX}{uuid7()}{_BATCH_SUFFIX}", line)
+            write_aside(self.dir, f"{_BATCH_PREFIX}{uuid7()}{_BATCH_SUFFIX}", line)
         except OSError as e:
             raise Unavailable(f"{self.events_path}: cannot spool event: {e.strerror or e}") from e
 
@@ -197,9 +199,9 @@ class Spool:
             self._ensure_dir()
             with self._lock("lock", wait=APPEND_LOCK_WAIT) as got:
                 if got:
-                    _append_durably(self.rejects_path, data, self.dir)
+                    append_durably(self.rejects_path, data, self.dir)
                     return
-            _write_aside(self.dir, f"{_REJECTS_PREFIX}{uuid7()}{_BATCH_SUFFIX}", data)
+            write_aside(self.dir, f"{_REJECTS_PREFIX}{uuid7()}{_BATCH_SUFFIX}", data)
         except OSError as e:
             raise Unavailable(f"{self.rejects_path}: cannot keep rejected line: {e}") from e
 
@@ -214,9 +216,9 @@ class Spool:
         """
         events = size = files = 0
         for path in self._pending_files():
-            start = _read_offset(path) if path.name != EVENTS else 0
+            start = read_offset(path) if path.name != EVENTS else 0
             try:
-                n, b = _count_lines(path, start)
+                n, b = count_lines(path, start)
             except FileNotFoundError:
                 continue  # a flush finished it while we looked
             if n:
@@ -224,7 +226,7 @@ class Spool:
         lines = 0
         for path in self._reject_files():
             with contextlib.suppress(FileNotFoundError):
-                lines += _count_lines(path, 0)[0]
+                lines += count_lines(path, 0)[0]
         from ingest.rejects import count
 
         inputs = count(self.dir.parent)  # refused input kept under <data-dir>/rejects/
@@ -239,7 +241,7 @@ class Spool:
         """
         out: list[dict[str, object]] = []
         for path in self._reject_files():
-            out += _rejected_lines(path)
+            out += read_rejects(path)
         return out
 
     def _reject_files(self) -> list[Path]:
@@ -279,8 +281,8 @@ class Spool:
             total = 0
             if progress is not None:
                 for b in batches:
-                    total += _count_lines(b, _read_offset(b))[0]
-            run = _Run(self, publish, deadline, progress, total)
+                    total += count_lines(b, read_offset(b))[0]
+            run = FlushRun(self, publish, deadline, progress, total)
             for batch in batches:
                 if not await run.batch(batch):
                     break
@@ -333,7 +335,7 @@ class Spool:
             except FileNotFoundError:
                 return
             os.rename(self.events_path, self.dir / f"{_BATCH_PREFIX}{uuid7()}{_BATCH_SUFFIX}")
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
 
     def _batches(self, *, cleanup: bool = False) -> list[Path]:
         """The batches, oldest first; `cleanup` (flush lock held) drops orphan checkpoints."""
@@ -346,250 +348,11 @@ class Spool:
         )
         if cleanup:  # checkpoints of batches deleted, or written, just before a crash
             for n in names:
-                base = n.removesuffix(".tmp").removesuffix(_OFFSET_SUFFIX)
-                if n.endswith(".tmp") or (n.endswith(_OFFSET_SUFFIX) and base not in batches):
+                base = n.removesuffix(".tmp").removesuffix(OFFSET_SUFFIX)
+                if n.endswith(".tmp") or (n.endswith(OFFSET_SUFFIX) and base not in batches):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(self.dir / n)
         return [self.dir / n for n in batches]
 
     def _pending_files(self) -> list[Path]:
         return [*self._batches(), self.events_path]
-
-
-class _Run:
-    """One flush in progress: a window of in-flight publishes, acked in order."""
-
-    def __init__(
-        self,
-        spool: Spool,
-        publish: Publish,
-        deadline: float | None,
-        progress: Callable[[int, int], None] | None,
-        total: int,
-    ) -> None:
-        self.spool = spool
-        self.publish = publish
-        self.deadline = deadline
-        self.progress = progress
-        self.total = total
-        self.published = self.duplicates = self.rejected = self.done = 0
-        self.error: str | None = None
-        self.stopped = False
-        self.last_report = time.monotonic()
-
-    def out_of_time(self) -> bool:
-        return self.deadline is not None and time.monotonic() >= self.deadline
-
-    async def batch(self, path: Path) -> bool:
-        """Flush one batch; False if the flush must stop (error or budget spent)."""
-        offset = _read_offset(path)
-        acked = offset
-        last_checkpoint, done_at_checkpoint = time.monotonic(), self.done
-        inflight: deque[tuple[int, asyncio.Task[Sent] | None]] = deque()
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                pos = offset
-                for line in _lines(f):
-                    start, pos = pos, pos + len(line)
-                    if self.out_of_time():
-                        self.stopped = True
-                        break
-                    task = self._start(path, line, start)
-                    inflight.append((pos, task))
-                    # The first publish goes alone: if it has to provision the streams,
-                    # nothing overtakes it and the stream keeps the spool's order.
-                    window = WINDOW if self.done else 1
-                    while len(inflight) >= window or (inflight and inflight[0][1] is None):
-                        acked = await self._settle(inflight)
-                    if (
-                        self.done - done_at_checkpoint >= CHECKPOINT_EVENTS
-                        or time.monotonic() - last_checkpoint >= CHECKPOINT_EVERY
-                    ):
-                        _write_offset(path, acked)
-                        last_checkpoint, done_at_checkpoint = time.monotonic(), self.done
-                        self._report()
-                while inflight:
-                    acked = await self._settle(inflight)
-        except HookauditError as e:
-            self.error = str(e)
-        finally:
-            for _, task in inflight:
-                if task is not None:
-                    task.cancel()
-            if inflight:
-                await asyncio.gather(
-                    *(t for _, t in inflight if t is not None), return_exceptions=True
-                )
-        if self.error is not None or self.stopped:
-            _write_offset(path, acked)
-            return False
-        path.unlink()
-        Path(f"{path}{_OFFSET_SUFFIX}").unlink(missing_ok=True)
-        _fsync_dir(path.parent)
-        return True
-
-    def _start(self, path: Path, line: bytes, start: int) -> asyncio.Task[Sent] | None:
-        """Start publishing `line`; None when it was rejected instead."""
-        if not line.strip():
-            return None
-        why = None
-        if not line.endswith(b"\n"):
-            why = "torn line: no newline at the end of the spool (a writer crashed mid-write)"
-        else:
-            try:
-                event = decode_event_json(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as e:
-                why = f"not a HookEvent: {e}"
-        if why is not None:
-            self.spool.reject(line, why, source=path.name, offset=start)
-            self.rejected += 1
-            return None
-        return asyncio.ensure_future(self._publish(event, path, line, start))
-
-    async def _publish(self, event: HookEvent, path: Path, line: bytes, start: int) -> Sent:
-        sent = await self.publish(event)
-        if sent.rejected is not None:
-            self.spool.reject(line, sent.rejected, source=path.name, offset=start)
-        return sent
-
-    async def _settle(self, inflight: deque[tuple[int, asyncio.Task[Sent] | None]]) -> int:
-        """Wait for the oldest publish; return the offset acked up to. Raises on failure."""
-        end, task = inflight[0]
-        if task is not None:
-            sent = await task  # Unavailable propagates: stop, keep the unacked rest
-            if sent.rejected is not None:
-                self.rejected += 1
-            elif sent.duplicate:
-                self.duplicates += 1
-            else:
-                self.published += 1
-        inflight.popleft()
-        self.done += 1
-        return end
-
-    def _report(self) -> None:
-        if self.progress is not None and time.monotonic() - self.last_report >= 1.0:
-            self.last_report = time.monotonic()
-            self.progress(self.done, self.total)
-
-
-# -- file helpers ------------------------------------------------------------------------
-
-
-def _append_durably(path: Path, data: bytes, directory: Path) -> None:
-    """Append `data` as whole lines, then fsync; the caller holds the append lock."""
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        size = os.fstat(fd).st_size
-        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-            # A writer died mid-line: end its fragment so our line stays whole.
-            data = b"\n" + data
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if size == 0:
-        _fsync_dir(directory)  # the file may be new: make its name durable too
-
-
-def _rejected_lines(path: Path) -> list[dict[str, object]]:
-    import hashlib
-    import json
-
-    out: list[dict[str, object]] = []
-    try:
-        with open(path, "rb") as f:
-            for line in _lines(f):
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    rec = {"reason": "unreadable reject line"}
-                if not isinstance(rec, dict):
-                    rec = {"reason": "unreadable reject line"}
-                body = str(rec.get("line", "")).encode()
-                out.append(
-                    {
-                        "ts": rec.get("ts", ""),
-                        "stage": "spool",
-                        "reason": rec.get("reason", ""),
-                        "size": len(body),
-                        "sha256": hashlib.sha256(body).hexdigest(),
-                        "path": f"{path}:{rec.get('offset', '')}",
-                    }
-                )
-    except FileNotFoundError:
-        return []
-    return out
-
-
-def _write_aside(directory: Path, name: str, data: bytes) -> None:
-    """Write `data` as a new file `name`, whole or not at all, without the append lock.
-
-    The data goes to a ``.part`` file first (a flush's cleanup leaves those alone), is
-    fsynced, then renamed: a flush sees the file complete or not at all.
-    """
-    part = directory / f".{name}.part"
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(part, directory / name)
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _lines(f: IO[bytes]) -> Iterator[bytes]:
-    while True:
-        line = f.readline()
-        if not line:
-            return
-        yield line
-
-
-def _count_lines(path: Path, start: int) -> tuple[int, int]:
-    """(lines, bytes) of `path` from `start`; an unterminated tail counts as a line."""
-    n = size = 0
-    last = b"\n"
-    with open(path, "rb") as f:
-        f.seek(start)
-        while chunk := f.read(1 << 20):
-            n += chunk.count(b"\n")
-            size += len(chunk)
-            last = chunk[-1:]
-    return n + (last != b"\n"), size
-
-
-def _offset_path(batch: Path) -> Path:
-    return Path(f"{batch}{_OFFSET_SUFFIX}")
-
-
-def _read_offset(batch: Path) -> int:
-    """The acked offset of `batch`; 0 when missing or unreadable (a re-send is harmless)."""
-    try:
-        text = _offset_path(batch).read_text().strip()
-        offset = int(text)
-        return offset if 0 <= offset <= batch.stat().st_size else 0
-    except (OSError, ValueError):
-        return 0
-
-
-def _write_offset(batch: Path, offset: int) -> None:
-    # Not fsynced: a lost checkpoint only means re-sending acked lines, which JetStream
-    # drops as duplicates; os.replace never leaves a value larger than one we acked.
-    tmp = Path(f"{batch}{_OFFSET_SUFFIX}.tmp")
-    tmp.write_text(str(offset))
-    os.replace(tmp, _offset_path(batch))
