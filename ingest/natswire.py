@@ -32,7 +32,16 @@ from typing import Any
 
 from nats import errors
 
-__all__ = ["Handler", "ack_frames", "msg_id_frame", "pub_frame", "route", "unroute", "write"]
+__all__ = [
+    "Handler",
+    "ack_frames",
+    "msg_id_frame",
+    "pub_frame",
+    "route",
+    "server_ack_frames",
+    "unroute",
+    "write",
+]
 
 #: handler(subject, reply, payload, raw header block or None), called on the reading task.
 Handler = Callable[[bytes, bytes, bytes, bytes | None], None]
@@ -237,6 +246,18 @@ def ack_frames(replies: Iterable[str], body: bytes = b"") -> bytes:
         out.append(_subject(r))
         out.append(tail)
     return b"".join(out)
+
+
+def server_ack_frames(replies: Iterable[bytes], body: bytes = b"") -> bytes:
+    """`ack_frames` for reply subjects as the server sent them (tokens of its MSG line,
+    which is split on whitespace: nothing in them to check).
+
+    Example:
+        >>> server_ack_frames([b"$JS.ACK.a.1"]) == ack_frames(["$JS.ACK.a.1"])
+        True
+    """
+    tail = b"  %d\r\n%s\r\n" % (len(body), body)
+    return b"".join([b"PUB %s%s" % (r, tail) for r in replies])
 
 
 async def write(nc: Any, frames: list[bytes], *, payload: int, count: int | None = None) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from ingest.natswire import ack_frames, route, unroute, write
+from ingest.natswire import route, server_ack_frames, unroute, write
 
 __all__ = ["Delivered", "Puller", "ack_many"]
 
@@ -48,16 +48,26 @@ class Delivered:
         m = (await puller.fetch(1, timeout=1.0))[0]; m.get_header("Nats-Msg-Id")  # doctest: +SKIP
     """
 
-    __slots__ = ("_hdr", "_headers", "_msg", "_nc", "data", "reply", "subject")
+    __slots__ = ("_hdr", "_headers", "_msg", "_nc", "_reply", "_subject", "data")
 
-    def __init__(self, nc: Any, subject: str, reply: str, data: bytes, hdr: bytes | None) -> None:
+    def __init__(
+        self, nc: Any, subject: bytes, reply: bytes, data: bytes, hdr: bytes | None
+    ) -> None:
         self._nc = nc
-        self.subject = subject
-        self.reply = reply
+        self._subject = subject  # as on the wire: decoded when asked for
+        self._reply = reply  # a token of the server's MSG line: no whitespace in it
         self.data = data
         self._hdr = hdr
         self._headers: dict[str, str] | bool | None = False  # False: not parsed yet
         self._msg: Msg | None = None
+
+    @property
+    def subject(self) -> str:
+        return self._subject.decode()
+
+    @property
+    def reply(self) -> str:
+        return self._reply.decode()
 
     @property
     def headers(self) -> dict[str, str] | None:
@@ -128,8 +138,8 @@ class _LazyHeaders(Mapping[str, str]):
 async def ack_many(nc: Any, msgs: Sequence[Delivered], body: bytes = b"") -> None:
     """Ack (or ``+TERM`` with `body`) many messages in one write to the connection."""
     if msgs:
-        await write(nc, [ack_frames([m.reply for m in msgs], body)], payload=len(body),
-                    count=len(msgs))  # fmt: skip
+        frames = server_ack_frames([m._reply for m in msgs], body)
+        await write(nc, [frames], payload=len(body), count=len(msgs))
 
 
 class Puller:
@@ -175,7 +185,7 @@ class Puller:
                     self.remaining = 0
                 self.signal.set()
                 return
-        self.buf.append(Delivered(self.nc, subject.decode(), reply.decode(), data, hdr))
+        self.buf.append(Delivered(self.nc, subject, reply, data, hdr))
         self.remaining -= 1
         self.signal.set()
 

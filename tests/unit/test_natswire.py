@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from nats import errors
 from nats.aio.client import Client
 
-from ingest.natswire import ack_frames, pub_frame
+from ingest.natswire import ack_frames, pub_frame, server_ack_frames
 
 
 def _nats_py_bytes(subject: str, reply: str, data: bytes, headers: dict[str, str] | None) -> bytes:
@@ -46,6 +46,9 @@ def test_acks_equal_nats_py() -> None:
     replies = ["$JS.ACK.S.C.1.5.5.1700000000000000000.0", "$JS.ACK.S.C.1.6.6.1700000000000000000.0"]
     assert ack_frames(replies) == b"".join(_nats_py_bytes(r, "", b"", None) for r in replies)
     assert ack_frames(replies[:1], b"+TERM") == _nats_py_bytes(replies[0], "", b"+TERM", None)
+    raw = [r.encode() for r in replies]
+    assert server_ack_frames(raw) == ack_frames(replies)
+    assert server_ack_frames(raw, b"-NAK") == ack_frames(replies, b"-NAK")
 
 
 @pytest.mark.parametrize("subject", ["", "a b", "a\r\nPUB x 0", "a\tb"])
