@@ -73,6 +73,26 @@ LOG_RETRY = 1.0
 GC_GEN0 = 10_000
 
 
+class _Collector:
+    """GC_GEN0 while any worker of this process runs; the threshold before it after the last."""
+
+    running = 0
+    before: tuple[int, int, int] = (700, 10, 10)
+
+    @classmethod
+    def enter(cls) -> None:
+        if cls.running == 0:
+            cls.before = gc.get_threshold()
+            gc.set_threshold(GC_GEN0, *cls.before[1:])
+        cls.running += 1
+
+    @classmethod
+    def leave(cls) -> None:
+        cls.running -= 1
+        if cls.running == 0:
+            gc.set_threshold(*cls.before)
+
+
 @dataclass
 class WorkerStats:
     events: int = 0
@@ -188,12 +208,11 @@ class Worker:
     # -- main loop ---------------------------------------------------------------------
     async def run(self) -> WorkerStats:
         """Run until `stop()` (or SIGTERM when installed by the CLI)."""
-        threshold = gc.get_threshold()
-        gc.set_threshold(GC_GEN0, *threshold[1:])
+        _Collector.enter()
         try:
             return await self._run()
         finally:
-            gc.set_threshold(*threshold)
+            _Collector.leave()
 
     async def _run(self) -> WorkerStats:
         nc = await self.connect_options.connect()
