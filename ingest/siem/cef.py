@@ -6,7 +6,7 @@ Rules of this file:
   cannot hold a line break); extension values escape ``\\``, ``=``, CR (``\\r``) and LF
   (``\\n``). Keys are fixed names, never taken from input.
 - Each value is cut to the length the CEF key dictionary gives it, before escaping.
-- Severity is the shared 0-10 scale of `view.severity`.
+- Severity is the shared 0-10 scale of `kinds.severity`.
 
 Example:
     >>> escape_header("a|b\\\\c"), escape_ext("k=v\\nx")
@@ -16,7 +16,8 @@ Example:
 from __future__ import annotations
 
 from engine.records import ENGINE_VERSION
-from ingest.siem.view import View, file_name, severity
+from ingest.siem.kinds import file_name, severity
+from ingest.siem.view import View
 
 __all__ = ["escape_ext", "escape_header", "to_cef"]
 

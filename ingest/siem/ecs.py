@@ -22,7 +22,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from ingest.siem.view import View, file_name, iso_ms, severity
+from ingest.siem.kinds import file_name, iso_ms, severity
+from ingest.siem.view import View
 
 __all__ = ["to_ecs"]
 

@@ -22,8 +22,9 @@ import msgspec
 
 from ingest.siem.cef import to_cef
 from ingest.siem.ecs import to_ecs
+from ingest.siem.kinds import severity
 from ingest.siem.ocsf import to_ocsf
-from ingest.siem.view import View, severity
+from ingest.siem.view import View
 
 __all__ = ["FORMATS", "Formatted", "format_view"]
 

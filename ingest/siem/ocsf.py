@@ -30,7 +30,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.records import ENGINE_VERSION
-from ingest.siem.view import View, file_name, severity
+from ingest.siem.kinds import file_name, severity
+from ingest.siem.view import View
 
 __all__ = ["OCSF_VERSION", "to_ocsf"]
 

@@ -26,8 +26,8 @@ import re
 import ssl
 
 from ingest.siem.formats import Formatted
+from ingest.siem.kinds import iso_ms
 from ingest.siem.sink import Delivery, Keepalive, SinkDown
-from ingest.siem.view import iso_ms
 
 __all__ = ["SyslogSink", "frame", "rfc5424"]
 

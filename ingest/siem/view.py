@@ -6,8 +6,7 @@ Rules of this file:
   string taken from the agent's payload is redacted by the `Redactor`, cut to `max_field`
   characters (UTF-8-safe: text is Python `str`, lone surrogates become "?") and the
   payload tree is bounded in depth and items. A record that was cut says so (`truncated`).
-- The tool decides the kind of activity (`kind`): a shell command (`process`), a file
-  operation (`file`), a fetch (`web`), an MCP tool (`mcp`), anything else (`api`).
+- The tool decides the kind of activity (`kind`, from `ingest.siem.kinds.tool_kind`).
 
 Example:
     >>> from engine.records import Outcome, new_event
@@ -22,28 +21,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
 from engine.records import HookRun, Outcome
+from ingest.siem.kinds import Kind, tool_kind
 from ingest.siem.redact import Redactor
 
-__all__ = ["Kind", "View", "build_view", "iso_ms", "severity", "tool_kind", "view_of_msgpack"]
-
-Kind = str  # "process" | "file" | "web" | "mcp" | "api"
-
-_FILE_TOOLS = {
-    "Write": "create",
-    "Edit": "update",
-    "MultiEdit": "update",
-    "NotebookEdit": "update",
-    "Read": "read",
-}
-_WEB_TOOLS = {"WebFetch"}
-_SHELL_TOOLS = {"Bash", "BashOutput", "PowerShell"}
+__all__ = ["View", "build_view", "view_of_msgpack"]
 
 MAX_FIELD = 8192
 MAX_DEPTH = 8
@@ -145,44 +132,6 @@ def view_of_msgpack(
         3
     """
     return _build(_light.decode(data), seq, redactor, max_field)
-
-
-def tool_kind(tool: str | None) -> tuple[Kind, str | None]:
-    """The kind of activity a tool stands for, and the file action for file tools.
-
-    Example:
-        >>> tool_kind("Edit"), tool_kind("mcp__github__create_issue"), tool_kind(None)
-        (('file', 'update'), ('mcp', None), ('api', None))
-    """
-    if tool is None:
-        return "api", None
-    if tool in _SHELL_TOOLS:
-        return "process", None
-    if tool in _FILE_TOOLS:
-        return "file", _FILE_TOOLS[tool]
-    if tool in _WEB_TOOLS:
-        return "web", None
-    if tool.startswith("mcp__"):
-        return "mcp", None
-    return "api", None
-
-
-def severity(decision: str, blocked: bool, has_errors: bool) -> int:
-    """0-10 severity shared by every format (CEF uses it as is, others scale it).
-
-    Example:
-        >>> severity("deny", True, False), severity("allow", False, False)
-        (7, 1)
-    """
-    if blocked or decision == "deny":
-        return 7
-    if decision == "ask":
-        return 4
-    if has_errors:
-        return 5
-    if decision == "defer":
-        return 3
-    return 1
 
 
 class _Bound:
@@ -372,34 +321,3 @@ def _strings(value: Any, out: list[str], depth: int) -> None:
 
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-_iso_cache: dict[int, str] = {}
-
-
-def iso_ms(ms: int) -> str:
-    """RFC 3339 UTC time with milliseconds of epoch milliseconds `ms` (the second's text is
-    cached: a burst of events shares a few seconds).
-
-    Example:
-        >>> iso_ms(1500)
-        '1970-01-01T00:00:01.500Z'
-    """
-    sec, frac = divmod(ms, 1000)
-    head = _iso_cache.get(sec)
-    if head is None:
-        if len(_iso_cache) > 4096:
-            _iso_cache.clear()
-        head = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        _iso_cache[sec] = head
-    return f"{head}.{frac:03d}Z"
-
-
-def file_name(path: str) -> str:
-    """The last component of `path` (the path itself when it has none).
-
-    Example:
-        >>> file_name("/a/b.txt"), file_name("/")
-        ('b.txt', '/')
-    """
-    return posixpath.basename(path.rstrip("/")) or path
