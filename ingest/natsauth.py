@@ -230,16 +230,10 @@ def write_private(path: Path, data: bytes) -> None:
     Example:
         >>> write_private(Path("/tmp/ha/x"), b"secret")  # doctest: +SKIP
     """
+    from ingest.log.files import write_durably
+
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_durably(tmp, data)
     os.replace(tmp, path)
 
 

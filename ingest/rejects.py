@@ -74,14 +74,9 @@ def rejection(raw: bytes, reason: str, *, stage: str) -> Rejection:
 
 
 def _write_new(path: Path, data: bytes | memoryview) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    from ingest.log.files import write_durably  # refused input is rare: not at start-up
+
+    write_durably(path, data)
 
 
 def keep(

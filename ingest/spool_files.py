@@ -91,15 +91,10 @@ def write_aside(directory: Path, name: str, data: bytes) -> None:
     The data goes to a ``.part`` file first (a flush's cleanup leaves those alone), is
     fsynced, then renamed: a flush sees the file complete or not at all.
     """
+    from ingest.log.files import write_durably  # only when the lock was busy: not at start-up
+
     part = directory / f".{name}.part"
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_durably(part, data)
     os.rename(part, directory / name)
     fsync_dir(directory)
 

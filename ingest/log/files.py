@@ -80,7 +80,7 @@ def open_append(path: Path) -> tuple[int, bool]:
 
 
 def write_durably(
-    path: Path, data: bytes, *, mode: int = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    path: Path, data: bytes | memoryview, *, mode: int = os.O_WRONLY | os.O_CREAT | os.O_EXCL
 ) -> None:
     """Write, fsync and close `path`, 0600 (the caller fsyncs the directory after a rename)."""
     fd = os.open(path, mode | os.O_CLOEXEC, FILE_MODE)
