@@ -57,7 +57,7 @@ from typing import Any
 import msgspec
 
 from engine.effects import Executor
-from engine.errors import Unavailable
+from engine.errors import HookauditError, Unavailable
 from engine.records import decode_outcome_msgpack
 from engine.sources import Effective, load_sources
 from ingest.log import LogWriter, Segment, segments
@@ -161,13 +161,18 @@ def _receive(conn: Connection, proc: BaseProcess) -> Any:
         status, value = conn.recv()
     except EOFError:
         proc.join(5)
-        raise RuntimeError(f"replay {proc.name} died (exit code {proc.exitcode})") from None
+        raise JobFailed(f"replay {proc.name} died (exit code {proc.exitcode})") from None
     if status == "ok":
         return value
     exc, text = value
     if isinstance(exc, BaseException):
         raise exc
-    raise RuntimeError(f"replay {proc.name} failed:\n{text}")
+    last = [line for line in str(text).splitlines() if line.strip()][-1:] or ["no reason given"]
+    raise JobFailed(f"replay {proc.name} failed: {last[0].strip()}")
+
+
+class JobFailed(HookauditError):
+    """A replay job process died or failed: one line naming it (the command exits 1)."""
 
 
 def _in_processes(req: Request, keep: int) -> JobResult:

@@ -477,7 +477,10 @@ def test_a_failing_job_fails_the_replay_and_leaves_no_process(ds: Dataset) -> No
     bad.write_text("import os\ndef die(event):\n    os._exit(3)\n")
     dying = ds.settings("dying", [{"type": "python", "callable": "bad_hooks.py:die"}])
     before = set(multiprocessing.active_children())
-    with pytest.raises(RuntimeError, match=r"replay job \d died \(exit code 3\)"):
+    from replay.jobs import JobFailed
+
+    # a HookauditError: `hookaudit replay` prints it as one line and exits 1
+    with pytest.raises(JobFailed, match=r"replay job \d died \(exit code 3\)"):
         run(ds, dying, jobs=2)
     assert set(multiprocessing.active_children()) == before
 
