@@ -146,3 +146,50 @@ class Stack:
                 out += err.decode(errors="replace") if err else ""
         self.nats_down()
         return out
+
+
+async def keyed_server(root: Path, *emitters: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """A nats-server running `hookaudit nats keys`' users.conf, its streams provisioned with
+    the worker key: (the server, its URL, the keys dir). `emitters` adds per-host keys."""
+    import asyncio
+    import socket
+
+    from ingest import embedded
+    from ingest import nats as ha_nats
+    from ingest.nats import ConnectOptions
+
+    keys = root / "keys"
+    per_host = [a for name in emitters for a in ("--emitter", name)]
+    p = subprocess.run(
+        [sys.executable, "-m", "hookaudit", "nats", "keys", "--dir", str(keys), *per_host],
+        capture_output=True, cwd=REPO, env=env(), timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    conf = keys / "server.conf"
+    conf.write_text(
+        f'listen: 127.0.0.1:{port}\njetstream {{ store_dir: "{root / "store"}" }}\n'
+        'max_payload: 9437184\ninclude "users.conf"\n'
+    )
+    server = subprocess.Popen(
+        [embedded.find_nats_server(), "-c", str(conf)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"nats://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            admin = await ConnectOptions(
+                servers=(url,), nkey_seed=str(keys / "worker.nk")
+            ).connect()
+            break
+        except Exception:
+            await asyncio.sleep(0.1)
+    else:
+        server.kill()
+        server.wait()
+        raise AssertionError("nats-server did not start")
+    await ha_nats.provision(admin.jetstream())
+    await admin.close()
+    return server, url, keys

@@ -17,10 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ingest import embedded
-from ingest import nats as ha_nats
-from ingest.nats import ConnectOptions
-from tests.integration.relay_support import REPO, env, write_settings
+from tests.integration.relay_support import REPO, env, keyed_server, write_settings
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,38 +39,9 @@ def _serve(url: str, keys: Path, data: Path, *extra: str) -> subprocess.Popen[by
 
 
 async def test_serve_with_an_emitter_key_starts_without_provisioning(tmp_path: Path) -> None:
-    keys = tmp_path / "keys"
-    p = subprocess.run(
-        [sys.executable, "-m", "hookaudit", "nats", "keys", "--dir", str(keys)],
-        capture_output=True, cwd=REPO, env=env(), timeout=60,
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    port = _free_port()
-    conf = keys / "server.conf"
-    conf.write_text(
-        f'listen: 127.0.0.1:{port}\njetstream {{ store_dir: "{tmp_path / "store"}" }}\n'
-        'include "users.conf"\n'
-    )
-    server = subprocess.Popen(
-        [embedded.find_nats_server(), "-c", str(conf)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"nats://127.0.0.1:{port}"
+    server, url, keys = await keyed_server(tmp_path)
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        for _ in range(100):
-            try:
-                admin = await ConnectOptions(
-                    servers=(url,), nkey_seed=str(keys / "worker.nk")
-                ).connect()
-                break
-            except Exception:
-                await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("nats-server did not start")
-        await ha_nats.provision(admin.jetstream())
-        await admin.close()
-
         forced = _serve(url, keys, tmp_path / "forced", "--provision")
         _, err = forced.communicate(timeout=60)
         lines = err.decode().strip().splitlines()

@@ -20,11 +20,8 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from ingest import embedded
-from ingest import nats as ha_nats
-from ingest.nats import ConnectOptions
 from ingest.natsauth import inbox_prefix, public_key
-from tests.integration.relay_support import REPO, env, pre_tool_use, write_settings
+from tests.integration.relay_support import REPO, env, keyed_server, pre_tool_use, write_settings
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,39 +47,10 @@ async def _emit(
 
 
 async def test_another_hosts_emitter_key_cannot_read_the_inbox(tmp_path: Path) -> None:
-    keys = tmp_path / "keys"
-    p = subprocess.run(
-        [sys.executable, "-m", "hookaudit", "nats", "keys", "--dir", str(keys),
-         "--emitter", "hosta", "--emitter", "hostb"],
-        capture_output=True, cwd=REPO, env=env(), timeout=60,
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    port = _free_port()
-    conf = keys / "server.conf"
-    conf.write_text(
-        f'listen: 127.0.0.1:{port}\njetstream {{ store_dir: "{tmp_path / "store"}" }}\n'
-        'max_payload: 9437184\ninclude "users.conf"\n'
-    )
-    server = subprocess.Popen(
-        [embedded.find_nats_server(), "-c", str(conf)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"nats://127.0.0.1:{port}"
+    server, url, keys = await keyed_server(tmp_path, "hosta", "hostb")
     worker: subprocess.Popen[bytes] | None = None
     spies: list[Client] = []
     try:
-        for _ in range(100):
-            try:
-                admin = await ConnectOptions(
-                    servers=(url,), nkey_seed=str(keys / "worker.nk")
-                ).connect()
-                break
-            except Exception:
-                await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("nats-server did not start")
-        await ha_nats.provision(admin.jetstream())
-        await admin.close()
         settings = write_settings(tmp_path)
         worker = subprocess.Popen(
             [sys.executable, "-m", "hookaudit", "worker", "--data-dir", str(tmp_path / "w"),
