@@ -34,7 +34,7 @@ from engine.records import HookEvent, Outcome, encode_msgpack
 from ingest.log import LogWriter, idempotency_key
 from ingest.log.anchors import Anchor, encode_anchor
 from ingest.nats import Names, anchor_subject, outcome_subject
-from ingest.protocol import REPLY_HEADER, SIG_HEADER, Reply, reply_subject_ok
+from ingest.protocol import PEER_HEADER, REPLY_HEADER, Reply, reply_subject_ok
 from ingest.puback import AckWaiter, Batch
 from ingest.pull import Delivered, ack_many
 from ingest.replysig import Signer
@@ -209,17 +209,18 @@ class Committer:
                     answer = Reply(event_id=ev.id, error=f"event rejected by the worker: {why}")
                 else:
                     answer = Reply(event_id=ev.id, outcome=o)
-                await self._answer(nc, reply, answer)
+                await self._answer(nc, reply, answer, msg.get_header(PEER_HEADER))
         self.stats.appended += len(stored)
         return events, final
 
-    async def _answer(self, nc: Any, subject: str, reply: Reply) -> None:
-        """Publish a signed Reply to the emitter's inbox (and nowhere else)."""
+    async def _answer(self, nc: Any, subject: str, reply: Reply, peer: str | None) -> None:
+        """Publish a signed (or, for a `peer` key, keyed) Reply to the emitter's inbox
+        (and nowhere else)."""
         if not reply_subject_ok(subject):
             _log.warning("event %s: reply subject %.80r refused", reply.event_id, subject)
             return
         data = encode_msgpack(reply)
-        headers = None if self.signer is None else {SIG_HEADER: self.signer.sign(data)}
+        headers = None if self.signer is None else self.signer.reply_headers(data, peer)
         await nc.publish(subject, data, headers=headers)
         self.stats.replies += 1
 

@@ -45,7 +45,7 @@ from ingest.emit_answer import (
 from ingest.emit_input import reject_stub, validate
 from ingest.emit_publish import Publisher, connect, quiet_nats_logs
 from ingest.natsopts import NatsArgs
-from ingest.protocol import SIG_HEADER, Reply
+from ingest.protocol import Reply
 from ingest.spool import Spool, has_pending
 
 if TYPE_CHECKING:
@@ -360,9 +360,7 @@ async def _next_reply(event: HookEvent, sub: Any, verifier: Verifier | None) -> 
             msg = await sub.next_msg(timeout=None)
         except nats.errors.ConnectionClosedError:
             return f"connection closed while waiting for event {event.id}{skipped}"
-        if verifier is not None and not verifier.verify(
-            msg.data, (msg.headers or {}).get(SIG_HEADER)
-        ):
+        if verifier is not None and not verifier.verify_reply(msg.data, msg.headers):
             skipped = "; ignored a reply not signed by a trusted worker"
             continue
         try:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from engine.records import HookEvent, encode_msgpack
-from ingest.protocol import MSG_ID, REPLY_HEADER
+from ingest.protocol import MSG_ID, PEER_HEADER, REPLY_HEADER
 from ingest.spool import FlushReport, Sent, Spool
 
 if TYPE_CHECKING:
@@ -80,7 +80,9 @@ class Publisher:
         self.provisioned = False
         self.provision_lock = asyncio.Lock()
 
-    async def __call__(self, event: HookEvent, reply_to: str | None = None) -> Sent:
+    async def __call__(
+        self, event: HookEvent, reply_to: str | None = None, peer: str | None = None
+    ) -> Sent:
         import nats.errors
         import nats.js.errors
 
@@ -92,6 +94,8 @@ class Publisher:
         headers = {MSG_ID: f"{event.id}:fallback" if notice else event.id}
         if reply_to is not None:
             headers[REPLY_HEADER] = reply_to
+            if peer is not None:  # the worker may answer with a tag keyed for this process
+                headers[PEER_HEADER] = peer
         data = encode_msgpack(event)
         retried = False
         while True:

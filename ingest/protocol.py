@@ -8,7 +8,9 @@ Rules of this file:
 - An emitter that waits for the decision sets ``Hookaudit-Reply`` to an inbox subject
   (``_INBOX.…``; the worker answers no other subject, see `reply_subject_ok`).
   The worker publishes msgpack(Reply) there **after** the outcome is durably appended,
-  with ``Hookaudit-Sig`` = base64 ed25519 signature of those bytes (`ingest.replysig`).
+  with ``Hookaudit-Sig`` = base64 ed25519 signature of those bytes (`ingest.replysig`),
+  or, when the event carried ``Hookaudit-Peer`` (a long-lived requester's X25519 key),
+  ``Hookaudit-Mac`` = base64 keyed BLAKE2b-256 of them under the key the two share.
   An emitter that knows the worker's key accepts only a verifying reply naming its own
   event id, and ignores anything else arriving on its inbox.
 - Outcomes are published on ``<prefix>hooks.outcomes.<Event>.<decision>`` with
@@ -28,7 +30,9 @@ from ingest.log.layout import default_data_dir  # re-exported: emit and the CLIs
 from ingest.log.lines import idempotency_key
 
 __all__ = [
+    "MAC_HEADER",
     "MSG_ID",
+    "PEER_HEADER",
     "REPLY_HEADER",
     "SIG_HEADER",
     "Reply",
@@ -39,7 +43,9 @@ __all__ = [
 
 MSG_ID = "Nats-Msg-Id"
 REPLY_HEADER = "Hookaudit-Reply"
-SIG_HEADER = "Hookaudit-Sig"
+SIG_HEADER = "Hookaudit-Sig"  # on a reply: base64 ed25519 signature of its bytes
+MAC_HEADER = "Hookaudit-Mac"  # on a reply: base64 keyed BLAKE2b-256 tag under a peer key
+PEER_HEADER = "Hookaudit-Peer"  # on an event: the requester's X25519 public key, base64
 
 _INBOX = "_INBOX."
 _MAX_SUBJECT = 256

@@ -50,7 +50,7 @@ from ingest.emit_answer import (
 )
 from ingest.emit_input import reject_stub, validate
 from ingest.emit_publish import Publisher
-from ingest.protocol import SIG_HEADER, Reply
+from ingest.protocol import Reply
 from ingest.relay_socket import Request, bind, encode_answer, peer, read_request, user_name
 from ingest.spool import Spool, has_pending
 
@@ -265,7 +265,7 @@ class Relay:
             )
             return await asyncio.to_thread(em.undelivered, event, opts, self.spool, why)
         fut: asyncio.Future[Reply | str] | None = None
-        reply_to = None
+        reply_to = peer = None
         if opts.wait:
             if len(self.pending) >= self.max_pending or event.id in self.pending:
                 why = f"{len(self.pending)} events already waiting at the relay"
@@ -273,9 +273,12 @@ class Relay:
             fut = asyncio.get_running_loop().create_future()
             self.pending[event.id] = fut
             reply_to = f"{self.inbox}.{event.id}"
+            with contextlib.suppress(HookauditError):  # reported after publishing, below
+                verifier = self._verify_key()
+                peer = None if verifier is None else verifier.peer_header()
         try:
             try:
-                sent = await publish(event, reply_to=reply_to)
+                sent = await publish(event, reply_to=reply_to, peer=peer)
             except HookauditError as e:
                 return await asyncio.to_thread(em.undelivered, event, opts, self.spool, e)
             if sent.rejected is not None:
@@ -332,9 +335,7 @@ class Relay:
             verifier = self._verify_key()
         except SettingsError:
             return  # the waiting request reports the bad key itself
-        if verifier is not None and not verifier.verify(
-            msg.data, (msg.headers or {}).get(SIG_HEADER)
-        ):
+        if verifier is not None and not verifier.verify_reply(msg.data, msg.headers):
             _log.warning("reply for event %s not signed by a trusted worker: ignored", key)
             return
         try:

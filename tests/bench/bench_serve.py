@@ -18,9 +18,11 @@ one after another as one Claude Code session does; a Python HTTP client (httpx) 
 
     .venv/bin/python tests/bench/bench_serve.py [--requests 2000] [--no-worker] [--no-auth]
 
-``--pair N`` runs the whole benchmark N times authenticated (role keys, replies signed and
-verified) and N times open, alternated, and prints the ratio auth / open of each part's
-p50 and p99 (medians over the runs): what authentication and signing cost serve.
+``--pair N`` starts both configurations side by side, authenticated (role keys, replies
+signed or keyed and verified) and open, and alternates each request between them (ABBA),
+N rounds with fresh processes; it prints the ratio auth / open of each serve part's p50
+and p99 (per round and the median): what authentication and signing cost serve, with
+both measured at the same moments of a noisy machine.
 
     .venv/bin/python tests/bench/bench_serve.py --pair 3 --requests 1000
 """
@@ -50,7 +52,7 @@ from nats.aio.msg import Msg
 from engine.records import HookEvent, Outcome, decode_event_msgpack, encode_msgpack, new_event
 from ingest.embedded import start_embedded, stop_embedded
 from ingest.nats import connect, names
-from ingest.protocol import REPLY_HEADER, SIG_HEADER, Reply
+from ingest.protocol import PEER_HEADER, REPLY_HEADER, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 WARMUP = 200
@@ -102,8 +104,9 @@ async def responder(url: str, prefix: str, data_dir: str) -> None:
     async def on_event(msg: Msg) -> None:
         ev = decode_event_msgpack(msg.data)
         reply = encode_msgpack(Reply(event_id=ev.id, outcome=_allow(ev)))
-        sig = None if signer is None else {SIG_HEADER: signer.sign(reply)}
-        await nc.publish((msg.headers or {})[REPLY_HEADER], reply, headers=sig)
+        hdrs = msg.headers or {}
+        sig = None if signer is None else signer.reply_headers(reply, hdrs.get(PEER_HEADER))
+        await nc.publish(hdrs[REPLY_HEADER], reply, headers=sig)
 
     async def on_request(msg: Msg) -> None:
         ev = decode_event_msgpack(msg.data)
@@ -264,98 +267,151 @@ def start_serve(
     return proc, first_line(proc, "serve", log).split()[-1]
 
 
+class Rig:
+    """Everything one configuration (authenticated or open) runs, started and live."""
+
+    def __init__(self, with_worker: bool, auth: bool) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.urls: dict[str, str] = {}  # part -> serve's hooks URL
+        tmp = self.tmp
+        # The responder reads events with a plain subscription, which no role may: it runs
+        # on an open server (replies signed or keyed still). The worker run uses the
+        # embedded default: role keys, signed or keyed and verified replies.
+        self.server = start_embedded(tmp / "nats", auth=False)
+        prefix2 = f"bench{secrets.token_hex(3)}"
+        self.authed = start_embedded(tmp / "auth", prefixes=(prefix2,), auth=auth)
+        # open: serve's data dirs hold no reply.pub, so it verifies nothing (the worker
+        # still signs: its cost stays in both runs).
+        serve_dir = tmp / "auth" if auth else tmp / "noverify"
+        responder_dir = str(tmp / "nats") if auth else "-"
+        try:
+            self.prefix = f"bench{secrets.token_hex(3)}"
+            me = str(Path(__file__).resolve())
+            argv = [me, "--responder", self.server.url, self.prefix, responder_dir]
+            self.procs.append(spawn(argv, tmp / "responder.log"))
+            first_line(self.procs[-1], "responder", tmp / "responder.log")
+            serve, self.urls["serve_responder"] = start_serve(
+                self.server.url,
+                self.prefix,
+                tmp / "serve.log",
+                tmp / "nats" if auth else tmp / "noverify",
+            )
+            self.procs.append(serve)
+            if with_worker and (REPO / "ingest" / "worker.py").exists():
+                self.urls["serve_worker_python"] = self._worker(prefix2, serve_dir)
+        except BaseException:
+            self.close()
+            raise
+
+    def _worker(self, prefix: str, serve_dir: Path) -> str:
+        tmp = self.tmp
+        settings = tmp / "settings.json"
+        hook = {
+            "type": "python",
+            "timeout": 2,
+            "callable": f"{REPO}/infra/policies/security_hooks.py:bash_guard",
+        }
+        rules = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}}
+        settings.write_text(json.dumps(rules))
+        argv = [
+            "-c",
+            "from ingest.cli import worker_cmd; worker_cmd()",
+            *("--data-dir", str(tmp / "auth"), "--nats", self.authed.url),
+            *("--prefix", prefix, "--settings", f"project:{settings}"),
+        ]
+        self.procs.append(spawn(argv, tmp / "worker.log"))
+        serve, hooks_url = start_serve(self.authed.url, prefix, tmp / "serve2.log", serve_dir)
+        self.procs.append(serve)
+        # serve's emitter role cannot create the stream: until the worker has, serve
+        # fails open at once and a run would time only that. Wait for a real decision.
+        worker_ready(hooks_url, tmp / "worker.log")
+        return hooks_url
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            stop(p)
+        stop_embedded(self.tmp / "nats")
+        stop_embedded(self.tmp / "auth")
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 def run(n: int, with_worker: bool, auth: bool = True) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    # The responder reads events with a plain subscription, which no role may: it runs on
-    # an open server (signed replies still). The worker run uses the embedded default:
-    # role keys, signed and verified replies.
-    server = start_embedded(tmp / "nats", auth=False)
-    prefix2 = f"bench{secrets.token_hex(3)}"
-    authed = start_embedded(tmp / "auth", prefixes=(prefix2,), auth=auth)
-    # --no-auth: serve's data dirs hold no reply.pub, so it verifies nothing (the worker
-    # still signs: its cost stays in both runs).
-    serve_dir = tmp / "auth" if auth else tmp / "noverify"
-    responder_dir = str(tmp / "nats") if auth else "-"
-    procs: list[subprocess.Popen[bytes]] = []
+    rig = Rig(with_worker, auth)
     results: dict[str, Any] = {}
     try:
-        prefix = f"bench{secrets.token_hex(3)}"
-        me = str(Path(__file__).resolve())
-        procs.append(
-            spawn([me, "--responder", server.url, prefix, responder_dir], tmp / "responder.log")
-        )
-        first_line(procs[-1], "responder", tmp / "responder.log")
-        results["nats_request_reply"] = asyncio.run(bench_nats(server.url, prefix, n))
-        serve, hooks_url = start_serve(
-            server.url, prefix, tmp / "serve.log", tmp / "nats" if auth else tmp / "noverify"
-        )
-        procs.append(serve)
-        results["http_healthz"] = bench_http(hooks_url, n, healthz=True)
-        results["serve_responder"] = bench_http(hooks_url, n, healthz=False)
-        if with_worker and (REPO / "ingest" / "worker.py").exists():
-            prefix = prefix2
-            settings = tmp / "settings.json"
-            hook = {
-                "type": "python",
-                "timeout": 2,
-                "callable": f"{REPO}/infra/policies/security_hooks.py:bash_guard",
-            }
-            rules = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}}
-            settings.write_text(json.dumps(rules))
-            procs.append(
-                spawn(
-                    [
-                        "-c",
-                        "from ingest.cli import worker_cmd; worker_cmd()",
-                        "--data-dir",
-                        str(tmp / "auth"),
-                        "--nats",
-                        authed.url,
-                        "--prefix",
-                        prefix,
-                        "--settings",
-                        f"project:{settings}",
-                    ],
-                    tmp / "worker.log",
-                )
-            )
-            serve, hooks_url = start_serve(authed.url, prefix, tmp / "serve2.log", serve_dir)
-            procs.append(serve)
-            # serve's emitter role cannot create the stream: until the worker has, serve
-            # fails open at once and a run would time only that. Wait for a real decision.
-            worker_ready(hooks_url, tmp / "worker.log")
-            results["serve_worker_python"] = bench_http(hooks_url, n, healthz=False)
+        results["nats_request_reply"] = asyncio.run(bench_nats(rig.server.url, rig.prefix, n))
+        results["http_healthz"] = bench_http(rig.urls["serve_responder"], n, healthz=True)
+        for part, url in rig.urls.items():
+            results[part] = bench_http(url, n, healthz=False)
     finally:
-        for p in reversed(procs):
-            stop(p)
-        stop_embedded(tmp / "nats")
-        stop_embedded(tmp / "auth")
-        shutil.rmtree(tmp, ignore_errors=True)
+        rig.close()
     return results
 
 
+def interleaved(n: int, rigs: dict[bool, Rig]) -> dict[str, dict[str, Any]]:
+    """Each part's requests alternated between the authenticated and the open rig (ABBA),
+    so both see the same moment of the machine: the ratio is not a difference of minutes."""
+    out: dict[str, dict[str, Any]] = {}
+    for part in rigs[True].urls:
+        clients = {auth: RawClient(rig.urls[part]) for auth, rig in rigs.items()}
+        samples: dict[bool, list[float]] = {True: [], False: []}
+        answers: dict[bool, dict[str, int]] = {True: {}, False: {}}
+        try:
+            for i in range(WARMUP + n):
+                body = json.dumps(payload(i)).encode()
+                for auth in (True, False) if i % 2 == 0 else (False, True):
+                    t0 = time.perf_counter()
+                    status, got = clients[auth].call("POST", "/hooks", body)
+                    took = time.perf_counter() - t0
+                    assert status == 200, (status, got)
+                    if i >= WARMUP:
+                        samples[auth].append(took)
+                        kind = (
+                            json.loads(got)["hookSpecificOutput"]["permissionDecision"]
+                            if got
+                            else "none"
+                        )
+                        answers[auth][kind] = answers[auth].get(kind, 0) + 1
+        finally:
+            for c in clients.values():
+                c.close()
+        out[part] = {
+            "auth": stats(samples[True]),
+            "open": stats(samples[False]),
+            "answers": {"auth": answers[True], "open": answers[False]},
+        }
+    return out
+
+
 def paired(n: int, rounds: int, with_worker: bool) -> dict[str, Any]:
-    """Authenticated and open runs alternated; ratios of the medians of p50 and p99."""
-    runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
-    for i in range(rounds):
-        for auth in (True, False) if i % 2 == 0 else (False, True):
-            runs[auth].append(run(n, with_worker=with_worker, auth=auth))
-    parts = sorted(set(runs[True][0]) & set(runs[False][0]))
+    """Both configurations live at once, requests alternated between them, `rounds` times
+    (fresh processes each); ratios auth / open of p50 and p99, per round and the median."""
+    per_round: list[dict[str, dict[str, Any]]] = []
+    for _ in range(rounds):
+        rigs: dict[bool, Rig] = {}
+        try:
+            rigs[True] = Rig(with_worker, auth=True)
+            rigs[False] = Rig(with_worker, auth=False)
+            per_round.append(interleaved(n, rigs))
+        finally:
+            for rig in rigs.values():
+                rig.close()
     out: dict[str, Any] = {}
-    for part in parts:
+    for part in per_round[0]:
         row: dict[str, Any] = {}
         for q in ("p50_ms", "p99_ms"):
-            a = statistics.median(r[part][q] for r in runs[True])
-            o = statistics.median(r[part][q] for r in runs[False])
-            row[q] = {"auth": a, "open": o, "ratio": round(a / o, 3) if o else None}
-        if "answers" in runs[True][0][part]:
-            row["answers"] = {
-                "auth": runs[True][0][part]["answers"],
-                "open": runs[False][0][part]["answers"],
+            ratios = [r[part]["auth"][q] / r[part]["open"][q] for r in per_round]
+            row[q] = {
+                "auth": statistics.median(r[part]["auth"][q] for r in per_round),
+                "open": statistics.median(r[part]["open"][q] for r in per_round),
+                "ratio": round(statistics.median(ratios), 3),
+                "per_round": [round(x, 3) for x in ratios],
             }
+        row["answers"] = per_round[0][part]["answers"]
         out[part] = row
     return {
-        "benchmark": "serve auth vs open",
+        "benchmark": "serve auth vs open, requests interleaved",
         "requests": n,
         "rounds": rounds,
         "load_average": [round(x, 2) for x in os.getloadavg()],

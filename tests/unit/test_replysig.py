@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from engine.errors import SettingsError
 from ingest.natsauth import new_seed, public_key
-from ingest.protocol import reply_subject_ok
-from ingest.replysig import Signer, Verifier, trusted_verifier
+from ingest.protocol import MAC_HEADER, SIG_HEADER, reply_subject_ok
+from ingest.replysig import _PEER_CACHE, Signer, Verifier, _Ephemeral, trusted_verifier
 
 SIGNER = Signer(new_seed())
 OTHER = Signer(new_seed())
@@ -116,3 +116,84 @@ def test_an_accepted_reply_subject_is_a_plain_inbox(subject: str) -> None:
         assert subject.startswith("_INBOX.") and subject.isascii()
         assert not set(subject) & set("*> \t\r\n")
         assert all(subject.split("."))
+
+
+# -- keyed replies (Hookaudit-Peer / Hookaudit-Mac) -------------------------------------
+
+
+def test_a_keyed_tag_verifies_only_for_its_bytes_worker_and_process() -> None:
+    peer = VERIFIER.peer_header()
+    headers = SIGNER.reply_headers(b"reply", peer)
+    assert set(headers) == {MAC_HEADER}
+    assert VERIFIER.verify_reply(b"reply", headers)
+    assert not VERIFIER.verify_reply(b"replY", headers)
+    # another worker's tag for the same peer key, or a verifier that trusts another worker
+    assert not VERIFIER.verify_reply(b"reply", OTHER.reply_headers(b"reply", peer))
+    assert not Verifier.from_keys([OTHER.public]).verify_reply(b"reply", headers)
+    assert Verifier.from_keys([OTHER.public, SIGNER.public]).verify_reply(b"reply", headers)
+
+
+def test_a_tag_for_another_process_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nacl.bindings
+
+    VERIFIER.peer_header()
+    other_process = nacl.bindings.crypto_box_keypair()
+    tag = SIGNER.reply_headers(b"reply", base64.b64encode(other_process[0]).decode())
+    assert set(tag) == {MAC_HEADER}
+    assert not Verifier.from_keys([SIGNER.public]).verify_reply(b"reply", tag)
+    # ... and the other process (its own ephemeral pair) accepts it
+    monkeypatch.setattr(_Ephemeral, "pair", other_process)
+    assert Verifier.from_keys([SIGNER.public]).verify_reply(b"reply", tag)
+
+
+def test_a_process_that_offered_no_key_refuses_every_tag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_Ephemeral, "pair", None)
+    v = Verifier.from_keys([SIGNER.public])
+    peer = base64.b64encode(bytes(range(1, 33))).decode()
+    assert not v.verify_reply(b"reply", SIGNER.reply_headers(b"reply", peer))
+    assert v.verify_reply(b"reply", SIGNER.reply_headers(b"reply", None))  # a signature
+
+
+@pytest.mark.parametrize(
+    "peer",
+    ["", "not base64!", base64.b64encode(b"short").decode(), base64.b64encode(bytes(32)).decode()],
+)
+def test_an_unusable_peer_key_gets_a_signature(peer: str) -> None:
+    headers = SIGNER.reply_headers(b"reply", peer)
+    assert set(headers) == {SIG_HEADER}  # the all-zero key is a low-order point
+    assert VERIFIER.verify_reply(b"reply", headers)
+
+
+@given(peer=st.text(max_size=80), data=st.binary(max_size=200))
+def test_hostile_peer_headers_never_raise(peer: str, data: bytes) -> None:
+    headers = SIGNER.reply_headers(data, peer)
+    assert set(headers) <= {SIG_HEADER, MAC_HEADER} and len(headers) == 1
+
+
+@given(
+    data=st.binary(max_size=200),
+    headers=st.dictionaries(
+        st.sampled_from([SIG_HEADER, MAC_HEADER, "Other"]), st.text(max_size=100), max_size=3
+    ),
+)
+def test_verify_reply_never_raises_on_hostile_headers(data: bytes, headers: dict[str, str]) -> None:
+    VERIFIER.peer_header()
+    assert VERIFIER.verify_reply(data, headers) is False
+    assert VERIFIER.verify_reply(data, None) is False
+
+
+@given(data=st.binary(max_size=200), flip=st.integers(min_value=0, max_value=31))
+def test_any_flipped_tag_bit_fails(data: bytes, flip: int) -> None:
+    headers = SIGNER.reply_headers(data, VERIFIER.peer_header())
+    raw = bytearray(base64.b64decode(headers[MAC_HEADER]))
+    raw[flip // 8] ^= 1 << (flip % 8)
+    assert not VERIFIER.verify_reply(data, {MAC_HEADER: base64.b64encode(bytes(raw)).decode()})
+
+
+def test_the_worker_keeps_a_bounded_number_of_peer_keys() -> None:
+    import nacl.bindings
+
+    s = Signer(new_seed())
+    for _ in range(_PEER_CACHE + 10):
+        s.reply_headers(b"x", base64.b64encode(nacl.bindings.crypto_box_keypair()[0]).decode())
+    assert len(s._peers) <= _PEER_CACHE
