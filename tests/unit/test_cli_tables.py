@@ -24,7 +24,9 @@ class _Rows:
     def arrow(self) -> Any:
         import pyarrow as pa
 
-        return pa.table({name: [r[i] for r in self.rows] for i, (name, _) in enumerate(self.columns)})
+        return pa.table(
+            {name: [r[i] for r in self.rows] for i, (name, _) in enumerate(self.columns)}
+        )
 
 
 DENIED = _Rows(
