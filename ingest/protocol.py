@@ -10,7 +10,8 @@ Rules of this file:
   The worker publishes msgpack(Reply) there **after** the outcome is durably appended,
   with ``Hookaudit-Sig`` = base64 ed25519 signature of those bytes (`ingest.replysig`),
   or, when the event carried ``Hookaudit-Peer`` (a long-lived requester's X25519 key),
-  ``Hookaudit-Mac`` = base64 keyed BLAKE2b-256 of them under the key the two share.
+  ``Hookaudit-Mac`` = base64 keyed BLAKE2b-256 of them under the key the two share, and
+  ``Hookaudit-Kx`` = the worker's exchange key signed by its reply key.
   An emitter that knows the worker's key accepts only a verifying reply naming its own
   event id, and ignores anything else arriving on its inbox.
 - Outcomes are published on ``<prefix>hooks.outcomes.<Event>.<decision>`` with
@@ -30,6 +31,7 @@ from ingest.log.layout import default_data_dir  # re-exported: emit and the CLIs
 from ingest.log.lines import idempotency_key
 
 __all__ = [
+    "KX_HEADER",
     "MAC_HEADER",
     "MSG_ID",
     "PEER_HEADER",
@@ -45,6 +47,7 @@ MSG_ID = "Nats-Msg-Id"
 REPLY_HEADER = "Hookaudit-Reply"
 SIG_HEADER = "Hookaudit-Sig"  # on a reply: base64 ed25519 signature of its bytes
 MAC_HEADER = "Hookaudit-Mac"  # on a reply: base64 keyed BLAKE2b-256 tag under a peer key
+KX_HEADER = "Hookaudit-Kx"  # with a tag: the worker's X25519 key + its ed25519 signature
 PEER_HEADER = "Hookaudit-Peer"  # on an event: the requester's X25519 public key, base64
 
 _INBOX = "_INBOX."

@@ -9,13 +9,16 @@ Rules of this file:
   only emitter credentials:
   * ``Hookaudit-Sig``: an ed25519 signature (base64) under the worker's seed. What a
     one-shot `emit` gets: one verification, no set-up.
-  * ``Hookaudit-Mac``: a keyed BLAKE2b-256 tag (base64) under a key that only the worker and
-    one requesting process can compute: X25519 of the worker's key (its ed25519 seed
-    converted, libsodium's documented conversion) and the process's own ephemeral key,
-    whose public half the process sends with each event (``Hookaudit-Peer``). A
-    long-lived requester (serve, the relay) pays the key agreement once per worker key,
-    then ~1 µs a reply instead of a ~60 µs signature check; the worker keeps the keys
-    of the peers it has seen (bounded). The ephemeral secret never leaves memory.
+  * ``Hookaudit-Mac``: a keyed BLAKE2b-256 tag (base64) under a key that only the worker
+    and one requesting process can compute: X25519 of the worker's exchange key and the
+    process's own ephemeral key, whose public half the process sends with each event
+    (``Hookaudit-Peer``). The exchange key is derived from the seed (BLAKE2b, its own
+    personalisation), not the signing key converted: the ed25519 key only signs, and what
+    it signs is the exchange public key (``Hookaudit-Kx``: key + signature, sent with each
+    tag, checked once per process and kept). A long-lived requester (serve, the relay)
+    pays the signature check and the key agreement once per worker, then ~1 µs a reply
+    instead of a ~60 µs signature check; the worker keeps the keys of the peers it has
+    seen (bounded). The ephemeral secret never leaves memory.
   A reply without a valid form is refused; a bad ``Hookaudit-Peer`` gets a signature.
 - Keys are nkeys (``SU…`` seed, ``U…`` public key), the format NATS itself uses.
   The worker's seed: ``--reply-key FILE`` / ``$HOOKAUDIT_REPLY_KEY``, else
@@ -42,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import SettingsError
-from ingest.protocol import MAC_HEADER, SIG_HEADER
+from ingest.protocol import KX_HEADER, MAC_HEADER, SIG_HEADER
 
 __all__ = [
     "ENV_REPLY_KEY",
@@ -118,6 +121,10 @@ def _decode_public(key: str, where: str) -> bytes:
     return bytes(raw[1:33])
 
 
+_KX_CONTEXT = b"hookaudit-kx1"  # what the worker's ed25519 key signs: this + exchange key
+_KX_CACHE = 64  # exchange certificates a requester keeps (one per trusted worker, in use)
+
+
 def _mac_key(shared: bytes, worker_x: bytes, peer_x: bytes) -> bytes:
     """The reply MAC key of one (worker, requester) pair, from their X25519 agreement."""
     h = hashlib.blake2b(digest_size=32, person=b"hookaudit-reply1")
@@ -158,10 +165,15 @@ class Signer:
         except nkeys.NkeysError as e:
             raise SettingsError("reply key", "seed", "not an nkey seed (SU…)") from e
         self._nacl: Any = nacl.bindings
-        pk, sk = nacl.bindings.crypto_sign_seed_keypair(bytes(raw))
+        _pk, sk = nacl.bindings.crypto_sign_seed_keypair(bytes(raw))
         self._sk: bytes = sk
-        self._x_sk: bytes = nacl.bindings.crypto_sign_ed25519_sk_to_curve25519(sk)
-        self._x_pk: bytes = nacl.bindings.crypto_sign_ed25519_pk_to_curve25519(pk)
+        # The exchange key: its own secret derived from the seed, its public half signed.
+        self._x_sk: bytes = hashlib.blake2b(
+            bytes(raw), digest_size=32, person=b"hookaudit-kx-sk1"
+        ).digest()
+        self._x_pk: bytes = nacl.bindings.crypto_scalarmult_base(self._x_sk)
+        cert = self._x_pk + nacl.bindings.crypto_sign(_KX_CONTEXT + self._x_pk, sk)[:64]
+        self._kx = base64.b64encode(cert).decode()
         self._peers: dict[str, bytes | None] = {}
         from ingest.natsauth import public_key
 
@@ -186,7 +198,7 @@ class Signer:
             key = self._peer_key(peer)
             if key is not None:
                 tag = _tag(key, data)
-                return {MAC_HEADER: base64.b64encode(tag).decode()}
+                return {MAC_HEADER: base64.b64encode(tag).decode(), KX_HEADER: self._kx}
         return {SIG_HEADER: self.sign(data)}
 
     def _peer_key(self, peer: str) -> bytes | None:
@@ -234,7 +246,7 @@ class Verifier:
         for k in self._keys:
             if len(k) != 32:
                 raise SettingsError("--worker-key", "worker key", "not a 32-byte ed25519 key")
-        self._macs: list[bytes] | None = None
+        self._kx: dict[str, bytes | None] = {}  # Hookaudit-Kx value -> MAC key (None: bad)
 
     @classmethod
     def from_keys(cls, keys: Iterable[str], where: str = "--worker-key") -> Verifier:
@@ -246,22 +258,31 @@ class Verifier:
         public, _secret = _Ephemeral.get(self._nacl)
         return base64.b64encode(public).decode()
 
-    def _mac_keys(self) -> list[bytes]:
-        """The keys shared with each trusted worker (none before this process offered one)."""
-        if self._macs is None:
-            if _Ephemeral.pair is None:
-                return []
-            public, secret = _Ephemeral.pair
-            macs = []
-            for k in self._keys:
+    def _kx_key(self, kx: str) -> bytes | None:
+        """The MAC key shared with the worker whose signed exchange key `kx` is, if it is
+        signed by a trusted key and this process offered a key; checked once, kept."""
+        try:
+            return self._kx[kx]
+        except KeyError:
+            pass
+        key = None
+        pair = _Ephemeral.pair
+        try:
+            cert = base64.b64decode(kx, validate=True)
+        except (binascii.Error, ValueError):
+            cert = b""
+        if pair is not None and len(cert) == 96:
+            worker_x, sig = cert[:32], cert[32:]
+            if self._signed(_KX_CONTEXT + worker_x, sig):
+                public, secret = pair
                 try:
-                    worker_x = self._nacl.crypto_sign_ed25519_pk_to_curve25519(k)
-                    shared = self._nacl.crypto_scalarmult(secret, worker_x)
-                except RuntimeError:  # not a point on the curve: that key can only sign
-                    continue
-                macs.append(_mac_key(shared, worker_x, public))
-            self._macs = macs
-        return self._macs
+                    key = _mac_key(self._nacl.crypto_scalarmult(secret, worker_x), worker_x, public)
+                except RuntimeError:  # a low-order point: no key
+                    key = None
+        if len(self._kx) >= _KX_CACHE:
+            self._kx.clear()
+        self._kx[kx] = key
+        return key
 
     def verify_reply(self, data: bytes, headers: dict[str, str] | None) -> bool:
         """True if the reply's headers prove `data` came from a trusted worker: a tag
@@ -270,14 +291,10 @@ class Verifier:
             return False
         tag = headers.get(MAC_HEADER)
         if tag is not None:
-            keys = self._mac_keys()  # none if this process offered no key: refused
+            kx = headers.get(KX_HEADER)
+            key = None if kx is None else self._kx_key(kx)
             raw = _b64_32(tag)
-            if raw is None or not keys:
-                return False
-            ok = False
-            for key in keys:
-                ok |= hmac.compare_digest(_tag(key, data), raw)
-            return ok
+            return key is not None and raw is not None and hmac.compare_digest(_tag(key, data), raw)
         return self.verify(data, headers.get(SIG_HEADER))
 
     def verify(self, data: bytes, sig: str | None) -> bool:
@@ -288,8 +305,9 @@ class Verifier:
             raw = base64.b64decode(sig, validate=True)
         except (binascii.Error, ValueError):
             return False
-        if len(raw) != 64:
-            return False
+        return len(raw) == 64 and self._signed(data, raw)
+
+    def _signed(self, data: bytes, raw: bytes) -> bool:
         signed = raw + data
         for key in self._keys:
             try:

@@ -26,7 +26,7 @@ from engine.records import Outcome, decode_event_msgpack, encode_msgpack, new_ev
 from ingest import embedded
 from ingest import nats as ha_nats
 from ingest.natsauth import role_credentials
-from ingest.protocol import MAC_HEADER, PEER_HEADER, REPLY_HEADER, SIG_HEADER, Reply
+from ingest.protocol import KX_HEADER, MAC_HEADER, PEER_HEADER, REPLY_HEADER, SIG_HEADER, Reply
 from ingest.replysig import Signer, ensure_reply_key, reply_public_path
 from tests.security.auth_support import (
     DENY_REASON,
@@ -243,6 +243,11 @@ class KeyedForger:
             forged.append((data, self.key.reply_headers(data, peer)))
         if self.captured is not None:  # genuine, for another event
             forged.append(self.captured)
+            # the worker's genuine exchange certificate beside a tag the forger can make
+            kx = {KX_HEADER: self.captured[1][KX_HEADER]}
+            forged.append((data, {**forged[2][1], **kx}))  # type: ignore[dict-item]
+            if peer:
+                forged.append((data, {**self.key.reply_headers(data, peer), **kx}))
         for body, hdrs in forged:
             await self.nc.publish(inbox, body, headers=hdrs)
             self.sent += 1
@@ -303,7 +308,7 @@ async def test_forged_keyed_replies_lose_at_serve_on_an_open_server(
             answers = [r.json()["hookSpecificOutput"] for r in rs]
             assert [a["permissionDecision"] for a in answers] == ["deny"] * RUNS, answers
             assert all(a["permissionDecisionReason"] == DENY_REASON for a in answers), answers
-            assert forger.sent >= 6 * RUNS and len(forger.peers) == 1
+            assert forger.sent >= 8 * RUNS and len(forger.peers) == 1
 
             # The same race against a serve that trusts no worker key: the forgery wins.
             blind, blind_url = await _start_serve(
@@ -320,6 +325,6 @@ async def test_forged_keyed_replies_lose_at_serve_on_an_open_server(
             stop(p)
     print(
         f"serve, open server: {RUNS}/{RUNS} decided by the worker's keyed replies despite "
-        f"{forger.sent} forgeries (unsigned, self-signed, random and self-keyed tags, a "
-        f"genuine tag for another event); without the worker key the forgery wins"
+        f"{forger.sent} forgeries (unsigned, self-signed, random and self-keyed tags, "
+        f"both beside the worker's certificate, a genuine tag for another event); without the worker key the forgery wins"
     )

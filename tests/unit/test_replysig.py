@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from engine.errors import SettingsError
 from ingest.natsauth import new_seed, public_key
-from ingest.protocol import MAC_HEADER, SIG_HEADER, reply_subject_ok
+from ingest.protocol import KX_HEADER, MAC_HEADER, SIG_HEADER, reply_subject_ok
 from ingest.replysig import _PEER_CACHE, Signer, Verifier, _Ephemeral, trusted_verifier
 
 SIGNER = Signer(new_seed())
@@ -124,7 +124,7 @@ def test_an_accepted_reply_subject_is_a_plain_inbox(subject: str) -> None:
 def test_a_keyed_tag_verifies_only_for_its_bytes_worker_and_process() -> None:
     peer = VERIFIER.peer_header()
     headers = SIGNER.reply_headers(b"reply", peer)
-    assert set(headers) == {MAC_HEADER}
+    assert set(headers) == {MAC_HEADER, KX_HEADER}
     assert VERIFIER.verify_reply(b"reply", headers)
     assert not VERIFIER.verify_reply(b"replY", headers)
     # another worker's tag for the same peer key, or a verifier that trusts another worker
@@ -139,7 +139,7 @@ def test_a_tag_for_another_process_is_refused(monkeypatch: pytest.MonkeyPatch) -
     VERIFIER.peer_header()
     other_process = nacl.bindings.crypto_box_keypair()
     tag = SIGNER.reply_headers(b"reply", base64.b64encode(other_process[0]).decode())
-    assert set(tag) == {MAC_HEADER}
+    assert set(tag) == {MAC_HEADER, KX_HEADER}
     assert not Verifier.from_keys([SIGNER.public]).verify_reply(b"reply", tag)
     # ... and the other process (its own ephemeral pair) accepts it
     monkeypatch.setattr(_Ephemeral, "pair", other_process)
@@ -167,13 +167,15 @@ def test_an_unusable_peer_key_gets_a_signature(peer: str) -> None:
 @given(peer=st.text(max_size=80), data=st.binary(max_size=200))
 def test_hostile_peer_headers_never_raise(peer: str, data: bytes) -> None:
     headers = SIGNER.reply_headers(data, peer)
-    assert set(headers) <= {SIG_HEADER, MAC_HEADER} and len(headers) == 1
+    assert set(headers) in ({SIG_HEADER}, {MAC_HEADER, KX_HEADER})
 
 
 @given(
     data=st.binary(max_size=200),
     headers=st.dictionaries(
-        st.sampled_from([SIG_HEADER, MAC_HEADER, "Other"]), st.text(max_size=100), max_size=3
+        st.sampled_from([SIG_HEADER, MAC_HEADER, KX_HEADER, "Other"]),
+        st.text(max_size=140),
+        max_size=4,
     ),
 )
 def test_verify_reply_never_raises_on_hostile_headers(data: bytes, headers: dict[str, str]) -> None:
@@ -187,7 +189,32 @@ def test_any_flipped_tag_bit_fails(data: bytes, flip: int) -> None:
     headers = SIGNER.reply_headers(data, VERIFIER.peer_header())
     raw = bytearray(base64.b64decode(headers[MAC_HEADER]))
     raw[flip // 8] ^= 1 << (flip % 8)
-    assert not VERIFIER.verify_reply(data, {MAC_HEADER: base64.b64encode(bytes(raw)).decode()})
+    forged = {**headers, MAC_HEADER: base64.b64encode(bytes(raw)).decode()}
+    assert not VERIFIER.verify_reply(data, forged)
+
+
+def test_the_exchange_key_must_be_signed_by_a_trusted_worker() -> None:
+    peer = VERIFIER.peer_header()
+    mine, theirs = SIGNER.reply_headers(b"r", peer), OTHER.reply_headers(b"r", peer)
+    # OTHER's tag under SIGNER's (trusted) exchange certificate, and the reverse
+    assert not VERIFIER.verify_reply(b"r", {**theirs, KX_HEADER: mine[KX_HEADER]})
+    assert not VERIFIER.verify_reply(b"r", {**mine, KX_HEADER: theirs[KX_HEADER]})
+    # a certificate whose key or signature is altered
+    cert = bytearray(base64.b64decode(mine[KX_HEADER]))
+    for i in (0, 40):
+        bad = bytearray(cert)
+        bad[i] ^= 1
+        altered = {**mine, KX_HEADER: base64.b64encode(bytes(bad)).decode()}
+        assert not Verifier.from_keys([SIGNER.public]).verify_reply(b"r", altered)
+    assert not VERIFIER.verify_reply(b"r", {MAC_HEADER: mine[MAC_HEADER]})  # no certificate
+
+
+def test_the_signing_key_is_not_the_exchange_key() -> None:
+    import nacl.bindings
+
+    cert = base64.b64decode(SIGNER.reply_headers(b"r", VERIFIER.peer_header())[KX_HEADER])
+    ed_pub = base64.b32decode(SIGNER.public + "=" * (-len(SIGNER.public) % 8))[1:33]
+    assert cert[:32] != nacl.bindings.crypto_sign_ed25519_pk_to_curve25519(ed_pub)
 
 
 def test_the_worker_keeps_a_bounded_number_of_peer_keys() -> None:
