@@ -145,6 +145,7 @@ def _b64_32(text: str) -> bytes | None:
     return raw if len(raw) == 32 else None
 
 
+_B64_32, _B64_96 = 44, 128  # base64 lengths of a key and of a certificate (key + signature)
 _PEER_CACHE = 4096  # requesters (serve, relay processes) a worker keeps keys for
 
 
@@ -202,6 +203,8 @@ class Signer:
         return {SIG_HEADER: self.sign(data)}
 
     def _peer_key(self, peer: str) -> bytes | None:
+        if len(peer) != _B64_32:  # checked first: a hostile header is never kept
+            return None
         try:
             return self._peers[peer]
         except KeyError:
@@ -261,6 +264,8 @@ class Verifier:
     def _kx_key(self, kx: str) -> bytes | None:
         """The MAC key shared with the worker whose signed exchange key `kx` is, if it is
         signed by a trusted key and this process offered a key; checked once, kept."""
+        if len(kx) != _B64_96:  # checked first: a hostile header is never kept
+            return None
         try:
             return self._kx[kx]
         except KeyError:

@@ -224,3 +224,14 @@ def test_the_worker_keeps_a_bounded_number_of_peer_keys() -> None:
     for _ in range(_PEER_CACHE + 10):
         s.reply_headers(b"x", base64.b64encode(nacl.bindings.crypto_box_keypair()[0]).decode())
     assert len(s._peers) <= _PEER_CACHE
+
+
+def test_oversized_hostile_headers_are_never_kept() -> None:
+    s = Signer(new_seed())
+    huge = "A" * 1_000_000
+    assert set(s.reply_headers(b"x", huge)) == {SIG_HEADER}
+    assert s._peers == {}
+    v = Verifier.from_keys([SIGNER.public])
+    v.peer_header()
+    assert not v.verify_reply(b"x", {MAC_HEADER: "A" * 44, KX_HEADER: huge})
+    assert v._kx == {}
