@@ -378,6 +378,25 @@ def test_clear_text_has_nothing_to_redact(parts: list[str]) -> None:
     assert fast.payload == slow.payload and fast.command == slow.command
 
 
+_needle_texts = st.lists(
+    st.sampled_from(
+        ["gh", "ghp_", "github_pat_", "k_", "k_live_", "A", "AKIA", "sk-", "@", "xo", "PASS"]
+    )
+    | st.text(max_size=6),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_needle_texts)
+def test_grouped_prefilter_equals_one_test_per_literal(text: str) -> None:
+    """`clear`'s prefix groups say exactly what testing every literal on its own says."""
+    r = Redactor(key=b"k")
+    lowered = text.lower()
+    each = not any(n in text for n in r._exact) and not any(n in lowered for n in r._folded)
+    assert r.clear(text) == each
+
+
 def test_secret_hidden_behind_json_escapes_is_redacted() -> None:
     """A payload may spell a secret with \\u escapes (AKIA as A\\u004bIA): the literal test on
     the JSON text cannot see it, so such a payload takes the full scan."""
