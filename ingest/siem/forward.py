@@ -41,6 +41,7 @@ from typing import Any
 import msgspec
 
 from engine.errors import Unavailable
+from ingest.gc_threshold import Collector
 from ingest.nats import ConnectOptions, Names
 from ingest.pull import Puller, ack_many
 from ingest.siem.formats import Formatted, format_view
@@ -171,6 +172,15 @@ class Forwarder:
         return format_view(self.fmt, view), None
 
     async def run(self) -> Counters:
+        # Each outcome leaves a few hundred short-lived containers (decoded payload, view,
+        # records): at CPython's threshold of 700 the collector would run every few events.
+        Collector.enter()
+        try:
+            return await self._run()
+        finally:
+            Collector.leave()
+
+    async def _run(self) -> Counters:
         nc = await self.connect.connect()
         writer: asyncio.Task[None] | None = None
         producer: asyncio.Task[None] | None = None
