@@ -117,6 +117,22 @@ def _grouped(needles: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...
     )
 
 
+# Characters from most to least common in hook payloads (JSON of paths, commands and
+# English; upper case after lower case; anything not listed is rarer still).
+_COMMON = ' etaoinsrhld"cu:,/_-.mpfgwybv0123456789k{}[]xjqzETAOINSRHLDCUMPFGWYBVKXJQZ'
+
+
+def _rarest(needle: str) -> str:
+    """The character of `needle` least likely in a payload: a text without it holds no
+    `needle`, and a one-character test is a memchr, ten times cheaper than a substring scan.
+
+    Example:
+        >>> _rarest("AKIA"), _rarest("token"), _rarest("@")
+        ('K', 'k', '@')
+    """
+    return max(needle, key=lambda c: _COMMON.find(c) % (len(_COMMON) + 1))
+
+
 @dataclass(frozen=True)
 class _Rule:
     name: str
@@ -141,7 +157,8 @@ class Redactor:
     _opaque: bool = field(init=False, repr=False)
     _exact: tuple[str, ...] = field(init=False, repr=False)
     _folded: tuple[str, ...] = field(init=False, repr=False)
-    _exact_groups: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False, repr=False)
+    _exact_groups: tuple[tuple[str, str, tuple[str, ...]], ...] = field(init=False, repr=False)
+    _folded_rare: tuple[tuple[str, str], ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._rules = []
@@ -159,7 +176,11 @@ class Redactor:
         self._folded = _minimal(
             {n for r in self._rules if r.needles and r.lower for n in r.needles}
         )
-        self._exact_groups = _grouped(self._exact)
+        # Each test behind one of its rarest character (same answer, most often a memchr).
+        self._exact_groups = tuple(
+            (_rarest(prefix), prefix, group) for prefix, group in _grouped(self._exact)
+        )
+        self._folded_rare = tuple((_rarest(n), n) for n in self._folded)
         self._opaque = any(r.needles is None for r in self._rules)
 
     @classmethod
@@ -201,13 +222,13 @@ class Redactor:
         """
         if self._opaque:
             return False
-        for prefix, group in self._exact_groups:
-            if prefix in value and (not group or any(n in value for n in group)):
+        for c, prefix, group in self._exact_groups:
+            if c in value and prefix in value and (not group or any(n in value for n in group)):
                 return False
         if self._folded:
             lowered = value.lower()
-            for n in self._folded:
-                if n in lowered:
+            for c, n in self._folded_rare:
+                if c in lowered and n in lowered:
                     return False
         return True
 
