@@ -78,7 +78,12 @@ def _stream_seq(msg: Any) -> int:
     """The stream sequence from a JetStream reply subject
     (``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>``); nats-py's
     ``msg.metadata`` builds a datetime and two objects for it on every message."""
-    tokens: list[str] = msg.reply.split(".") if msg.reply else []
+    raw = getattr(msg, "_reply", None)  # a Delivered: the subject's bytes, not decoded
+    tokens: list[bytes] | list[str]
+    if isinstance(raw, bytes):
+        tokens = raw.split(b".")
+    else:
+        tokens = msg.reply.split(".") if msg.reply else []
     if len(tokens) == 9 and tokens[5].isdigit():
         return int(tokens[5])
     return int(msg.metadata.sequence.stream)
@@ -307,6 +312,12 @@ class Forwarder:
             except SinkDown as e:
                 self._failed(str(e))
             else:
+                if delivery.accepted_all:  # the common case, in one pass
+                    for it in items:
+                        it.pending.clear()
+                    self.counters.sent += len(todo)
+                    self.counters.last_sent_at = time.time()
+                    break
                 retry = set(delivery.retry)
                 gone: list[Parked] = []
                 for k, why in delivery.parked:
