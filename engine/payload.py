@@ -3,11 +3,13 @@
 Rules of this file:
 - Every byte an agent (or anything on the wire) sent goes through `parse_payload` before
   the engine reads it: `eval`, `emit`, `serve`, the worker (`Engine.start`) and replay.
-- Bounded: at most `MAX_EVENT_BYTES` bytes and `MAX_DEPTH` levels of nesting, checked
-  before anything recursive runs, so no later code path (msgspec, the engine, DuckDB's
-  views) can meet a RecursionError. The depth is measured over the bytes with C-speed
-  bytes operations (strings cut out, brackets kept, innermost pairs stripped a level a
-  round); Python loops only over the first 64 KiB or over malformed input.
+- Bounded: at most `MAX_EVENT_BYTES` bytes and `MAX_DEPTH` levels of nesting, so no
+  later code path (msgspec, the engine, DuckDB's views) can meet a RecursionError. The
+  usual event is read by a decoder whose type nests `_SHALLOW_LEVELS` deep: it cannot
+  recurse further, and its success is the proof of the bound. Anything else is measured
+  over the bytes before anything recursive runs, with C-speed bytes operations (strings
+  cut out, brackets kept, innermost pairs stripped a level a round); Python loops only
+  over the first 64 KiB or over malformed input.
 - One reading: a duplicate object key is rejected (I-JSON, RFC 7493 §2.3), so the engine
   and every view read the same value; text must be UTF-8 (§2.1).
 - Typed: each field the event catalog documents must have its documented JSON type
@@ -106,6 +108,43 @@ def _exact(brackets: bytes, limit: int) -> int:
     return deepest
 
 
+#: Levels the shallow decoder reads (the event object is 1). Its type grows as 2**levels
+#: (a list and a dict of the next level at each), so it stays small: 0.5 ms to build.
+_SHALLOW_LEVELS = 6
+_shallow: msgspec.json.Decoder[dict[str, Any]] | None = None
+
+
+def _build_shallow() -> None:
+    """Build the decoder of objects nested at most `_SHALLOW_LEVELS` deep.
+
+    Built on the second parse of a process, not on import: `hookaudit emit` parses once.
+    What it decodes equals `_decoder`'s result (the same JSON types, the same values).
+    """
+    global _shallow
+    value: Any = str | int | float | bool | None
+    for _ in range(_SHALLOW_LEVELS - 1):
+        value = str | int | float | bool | None | list[value] | dict[str, value]
+    _shallow = msgspec.json.Decoder(dict[str, value])
+
+
+def _counted_decode(raw: bytes, where: str) -> dict[str, Any]:
+    """Decode `raw` after bounding its nesting by counting brackets; InvalidEvent says why
+    it cannot be decoded."""
+    # Brackets inside strings only add to the counts: when the raw counts already
+    # pass, the string-free structure is never built.
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and nesting_depth(raw) > MAX_DEPTH:
+        raise InvalidEvent(where, f"JSON nested deeper than the limit of {MAX_DEPTH} levels")
+    try:
+        return _decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise InvalidEvent(where, "expected a JSON object") from exc
+    except msgspec.DecodeError as exc:
+        why = str(exc)
+        if "UTF-8" in why:
+            raise InvalidEvent(where, f"not UTF-8: {why}") from exc
+        raise InvalidEvent(where, f"malformed JSON: {why}") from exc
+
+
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
@@ -130,8 +169,12 @@ def _duplicate_key(raw: bytes) -> str:
     return "?"  # not reached: the counts differed, so some object repeats a key
 
 
-_TYPED: dict[str, msgspec.json.Decoder[Any]] = {}
-_MSGSPEC_TYPE: dict[str, Any] = {"string": str, "object": dict, "array": list, "boolean": bool}
+class _Object(msgspec.Struct, gc=False):
+    """Any JSON object, its members not looked at (a type test, nothing copied)."""
+
+
+_TYPED: dict[str, type] = {}
+_MSGSPEC_TYPE: dict[str, Any] = {"string": str, "object": _Object, "array": list, "boolean": bool}
 _GOT = re.compile(r"Expected `[^`]*`, got `([^`]*)` - at `\$\.([^`\[]*)`")
 _GOT_NAMES = {
     "str": "string",
@@ -144,17 +187,16 @@ _GOT_NAMES = {
 }
 
 
-def _typed(name: str) -> msgspec.json.Decoder[Any]:
-    """A decoder that reads only `name`'s documented fields, each typed (C speed)."""
-    dec = _TYPED.get(name)
-    if dec is None:
+def _typed(name: str) -> type:
+    """A Struct of `name`'s documented fields, each typed: `msgspec.convert` of the
+    decoded payload to it checks them at C speed, other members skipped."""
+    typed = _TYPED.get(name)
+    if typed is None:
         fields = [
-            (f, _MSGSPEC_TYPE[k] | msgspec.UnsetType, msgspec.UNSET)
-            for f, k in field_types(name).items()
-        ]
-        dec = msgspec.json.Decoder(msgspec.defstruct(f"_{name}Fields", fields))
-        _TYPED[name] = dec
-    return dec
+            (f, _MSGSPEC_TYPE[k], None) for f, k in field_types(name).items()
+        ]  # None when absent; a JSON null is not of the type, so it is still refused
+        typed = _TYPED[name] = msgspec.defstruct(f"_{name}Fields", fields, gc=False)
+    return typed
 
 
 def _type_error(name: str, exc: msgspec.ValidationError, where: str) -> InvalidEvent:
@@ -191,22 +233,18 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
         )
     if not raw or raw.isspace():
         raise InvalidEvent(where, "empty input: expected the hook event JSON")
-    # Brackets and colons inside strings only add to the counts: when the raw counts
-    # already pass, the string-free structure is never built (the usual event).
-    structure = None
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
-        structure = _structure(raw)
-        if _depth(structure.translate(None, _NOT_BRACKET), MAX_DEPTH) > MAX_DEPTH:
-            raise InvalidEvent(where, f"JSON nested deeper than the limit of {MAX_DEPTH} levels")
-    try:
-        payload = _decoder.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise InvalidEvent(where, "expected a JSON object") from exc
-    except msgspec.DecodeError as exc:
-        why = str(exc)
-        if "UTF-8" in why:
-            raise InvalidEvent(where, f"not UTF-8: {why}") from exc
-        raise InvalidEvent(where, f"malformed JSON: {why}") from exc
+    # The usual event nests a few levels: the shallow decoder reads it in one pass and
+    # its type is the proof of the bound. Anything it refuses (deeper, not an object,
+    # malformed, a number out of range) takes the counted path, which says why.
+    shallow = _shallow
+    if shallow is None:
+        payload = _counted_decode(raw, where)
+        _build_shallow()
+    else:
+        try:
+            payload = shallow.decode(raw)
+        except msgspec.MsgspecError:
+            payload = _counted_decode(raw, where)
     # Outside strings a ':' follows a key and nothing else. The decoded payload, encoded
     # again, has one per key it kept: fewer than the input's means an object repeated a key
     # (the decoder kept the last value, DuckDB's JSON functions read the first).
@@ -215,12 +253,13 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
     # escape every ':' inside a decoded string was a literal ':' of the input, so equal
     # totals leave no room for a lost key.
     again = _encoder.encode(payload)
-    if again != raw and (b"\\u" in raw or raw.count(b":") != again.count(b":")):
-        if structure is None:
-            structure = _structure(raw)
-        if structure.count(b":") != _structure(again).count(b":"):
-            key = _duplicate_key(raw)
-            raise InvalidEvent(where, f"duplicate key {key!r} (I-JSON, RFC 7493: one reading only)")
+    if (
+        again != raw
+        and (b"\\u" in raw or raw.count(b":") != again.count(b":"))
+        and _structure(raw).count(b":") != _structure(again).count(b":")
+    ):
+        key = _duplicate_key(raw)
+        raise InvalidEvent(where, f"duplicate key {key!r} (I-JSON, RFC 7493: one reading only)")
     name = payload.get("hook_event_name")
     typed = _TYPED.get(name) if type(name) is str else None
     if typed is None:
@@ -230,7 +269,7 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
             raise InvalidEvent(where, f"hook_event_name: unknown hook event {name[:100]!r}")
         typed = _typed(name)
     try:
-        typed.decode(raw)
+        msgspec.convert(payload, typed)
     except msgspec.ValidationError as exc:
         raise _type_error(str(name), exc, where) from exc
     return payload
@@ -238,7 +277,8 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
 
 def stored_payload(text: str, where: str = "stored event") -> dict[str, Any]:
     """A payload read back from the log (replay): decoded at once when it cannot nest too
-    deep (the usual record: a few brackets), else through `parse_payload`.
+    deep (the usual record: read by the shallow decoder, or a few brackets), else
+    through `parse_payload`.
 
     The worker checked it before storing it; this keeps an older or forged log from
     reaching a RecursionError.
@@ -246,6 +286,13 @@ def stored_payload(text: str, where: str = "stored event") -> dict[str, Any]:
     >>> stored_payload('{"hook_event_name": "Stop"}')["hook_event_name"]
     'Stop'
     """
-    if text.count("[") + text.count("{") <= MAX_DEPTH and len(text) <= MAX_EVENT_BYTES:
-        return _decoder.decode(text)
+    if len(text) <= MAX_EVENT_BYTES:
+        if _shallow is None:
+            _build_shallow()
+        try:
+            return _shallow.decode(text)  # type: ignore[union-attr]  # built above
+        except msgspec.MsgspecError:
+            pass  # deeper than the shallow decoder reads, or not decodable
+        if text.count("[") + text.count("{") <= MAX_DEPTH:
+            return _decoder.decode(text)
     return parse_payload(text, where)

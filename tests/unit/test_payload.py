@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 
 from engine.errors import InvalidEvent
 from engine.events import CATALOG, field_types
-from engine.payload import MAX_DEPTH, MAX_EVENT_BYTES, nesting_depth, parse_payload
+from engine.payload import (
+    MAX_DEPTH,
+    MAX_EVENT_BYTES,
+    nesting_depth,
+    parse_payload,
+    stored_payload,
+)
 
 BASE = {"hook_event_name": "PostToolUse", "tool_name": "mcp__x__y", "session_id": "s", "cwd": "/p"}
 
@@ -185,3 +191,40 @@ def test_huge_strings(n: int, ch: str) -> None:
     s = ch * n
     raw = ('{"hook_event_name":"Stop","x":"' + s + '"}').encode()
     outcome(raw)
+
+
+def nested(levels: int, leaf: Any) -> Any:
+    """`leaf` inside `levels` containers, arrays and objects in turn."""
+    for i in range(levels):
+        leaf = [leaf] if i % 2 else {"k": leaf}
+    return leaf
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(json_values, st.integers(min_value=0, max_value=MAX_DEPTH - 2), st.data())
+def test_every_path_reads_what_the_plain_decoder_reads(
+    value: Any, levels: int, data: st.DataObject
+) -> None:
+    # The usual event goes through a decoder typed a few levels deep, anything deeper
+    # through the counted path: both must give the plain decoder's values, JSON types
+    # included (1 stays an int, 1.0 a float), for the live and the stored parse.
+    value = nested(levels, data.draw(st.sampled_from([value, 1, 1.0, -0.0, 2**70, None])))
+    raw = msgspec.json.encode({"hook_event_name": "Stop", "x": value})
+    if nesting_depth(raw) > MAX_DEPTH:
+        return
+    plain = msgspec.json.encode(msgspec.json.decode(raw))
+    for _ in range(2):  # the first parse of a process takes the counted path
+        assert msgspec.json.encode(parse_payload(raw)) == plain
+        assert msgspec.json.encode(stored_payload(raw.decode())) == plain
+
+
+@pytest.mark.parametrize("levels", [5, 6, 7, MAX_DEPTH - 1])
+def test_nesting_around_the_shallow_decoder_is_read_and_bounded(levels: int) -> None:
+    ok = msgspec.json.encode({"hook_event_name": "Stop", "x": nested(levels, 1)})
+    too_deep = msgspec.json.encode({"hook_event_name": "Stop", "x": nested(MAX_DEPTH, 1)})
+    for _ in range(2):
+        assert parse_payload(ok)["x"] == nested(levels, 1)
+        assert stored_payload(ok.decode())["x"] == nested(levels, 1)
+        assert outcome(too_deep) == f"t: JSON nested deeper than the limit of {MAX_DEPTH} levels"
+        with pytest.raises(InvalidEvent, match="nested deeper"):
+            stored_payload(too_deep.decode())
