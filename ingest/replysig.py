@@ -40,7 +40,7 @@ import binascii
 import hashlib
 import hmac
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,31 @@ _B64_32, _B64_96 = 44, 128  # base64 lengths of a key and of a certificate (key 
 _PEER_CACHE = 4096  # requesters (serve, relay processes) a worker keeps keys for
 
 
+class _Keys:
+    """Keys derived from header texts, kept by text: only texts of one exact length (a
+    hostile header is never decoded nor kept), at most `size` (all dropped when full)."""
+
+    def __init__(self, length: int, size: int, make: Callable[[str], bytes | None]) -> None:
+        self.length, self.size, self.make = length, size, make
+        self._known: dict[str, bytes | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def get(self, text: str) -> bytes | None:
+        if len(text) != self.length:
+            return None
+        try:
+            return self._known[text]
+        except KeyError:
+            pass
+        key = self.make(text)
+        if len(self._known) >= self.size:
+            self._known.clear()
+        self._known[text] = key
+        return key
+
+
 class Signer:
     """Signs (or keys) reply bytes with a worker's seed.
 
@@ -175,7 +200,7 @@ class Signer:
         self._x_pk: bytes = nacl.bindings.crypto_scalarmult_base(self._x_sk)
         cert = self._x_pk + nacl.bindings.crypto_sign(_KX_CONTEXT + self._x_pk, sk)[:64]
         self._kx = base64.b64encode(cert).decode()
-        self._peers: dict[str, bytes | None] = {}
+        self._peers = _Keys(_B64_32, _PEER_CACHE, self._agree)
         from ingest.natsauth import public_key
 
         self.public = public_key(seed)
@@ -196,32 +221,21 @@ class Signer:
         with `peer` (the event's ``Hookaudit-Peer``) when it is a usable X25519 key,
         else a signature."""
         if peer:
-            key = self._peer_key(peer)
+            key = self._peers.get(peer)
             if key is not None:
                 tag = _tag(key, data)
                 return {MAC_HEADER: base64.b64encode(tag).decode(), KX_HEADER: self._kx}
         return {SIG_HEADER: self.sign(data)}
 
-    def _peer_key(self, peer: str) -> bytes | None:
-        if len(peer) != _B64_32:  # checked first: a hostile header is never kept
+    def _agree(self, peer: str) -> bytes | None:
+        raw = _b64_32(peer)
+        if raw is None:
             return None
         try:
-            return self._peers[peer]
-        except KeyError:
-            pass
-        raw = _b64_32(peer)
-        key = None
-        if raw is not None:
-            try:
-                shared = self._nacl.crypto_scalarmult(self._x_sk, raw)
-            except RuntimeError:  # a low-order point: libsodium refuses it; sign instead
-                shared = None
-            if shared is not None:
-                key = _mac_key(shared, self._x_pk, raw)
-        if len(self._peers) >= _PEER_CACHE:
-            self._peers.clear()  # hostile peers only cost their own agreement again
-        self._peers[peer] = key
-        return key
+            shared = self._nacl.crypto_scalarmult(self._x_sk, raw)
+        except RuntimeError:  # a low-order point: libsodium refuses it; sign instead
+            return None
+        return _mac_key(shared, self._x_pk, raw)
 
 
 class _Ephemeral:
@@ -249,7 +263,7 @@ class Verifier:
         for k in self._keys:
             if len(k) != 32:
                 raise SettingsError("--worker-key", "worker key", "not a 32-byte ed25519 key")
-        self._kx: dict[str, bytes | None] = {}  # Hookaudit-Kx value -> MAC key (None: bad)
+        self._kx = _Keys(_B64_96, _KX_CACHE, self._certified)  # Hookaudit-Kx -> MAC key
 
     @classmethod
     def from_keys(cls, keys: Iterable[str], where: str = "--worker-key") -> Verifier:
@@ -261,33 +275,24 @@ class Verifier:
         public, _secret = _Ephemeral.get(self._nacl)
         return base64.b64encode(public).decode()
 
-    def _kx_key(self, kx: str) -> bytes | None:
+    def _certified(self, kx: str) -> bytes | None:
         """The MAC key shared with the worker whose signed exchange key `kx` is, if it is
-        signed by a trusted key and this process offered a key; checked once, kept."""
-        if len(kx) != _B64_96:  # checked first: a hostile header is never kept
-            return None
-        try:
-            return self._kx[kx]
-        except KeyError:
-            pass
-        key = None
+        signed by a trusted key and this process offered a key (see `_Keys`: checked once)."""
         pair = _Ephemeral.pair
         try:
             cert = base64.b64decode(kx, validate=True)
         except (binascii.Error, ValueError):
-            cert = b""
-        if pair is not None and len(cert) == 96:
-            worker_x, sig = cert[:32], cert[32:]
-            if self._signed(_KX_CONTEXT + worker_x, sig):
-                public, secret = pair
-                try:
-                    key = _mac_key(self._nacl.crypto_scalarmult(secret, worker_x), worker_x, public)
-                except RuntimeError:  # a low-order point: no key
-                    key = None
-        if len(self._kx) >= _KX_CACHE:
-            self._kx.clear()
-        self._kx[kx] = key
-        return key
+            return None
+        if pair is None or len(cert) != 96:
+            return None
+        worker_x, sig = cert[:32], cert[32:]
+        if not self._signed(_KX_CONTEXT + worker_x, sig):
+            return None
+        public, secret = pair
+        try:
+            return _mac_key(self._nacl.crypto_scalarmult(secret, worker_x), worker_x, public)
+        except RuntimeError:  # a low-order point: no key
+            return None
 
     def verify_reply(self, data: bytes, headers: dict[str, str] | None) -> bool:
         """True if the reply's headers prove `data` came from a trusted worker: a tag
@@ -297,7 +302,9 @@ class Verifier:
         tag = headers.get(MAC_HEADER)
         if tag is not None:
             kx = headers.get(KX_HEADER)
-            key = None if kx is None else self._kx_key(kx)
+            # No key offered yet: refused, and nothing kept (a tag sent ahead of the first
+            # request must not make the genuine certificate count as bad later).
+            key = None if kx is None or _Ephemeral.pair is None else self._kx.get(kx)
             raw = _b64_32(tag)
             return key is not None and raw is not None and hmac.compare_digest(_tag(key, data), raw)
         return self.verify(data, headers.get(SIG_HEADER))

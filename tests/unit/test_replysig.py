@@ -230,8 +230,20 @@ def test_oversized_hostile_headers_are_never_kept() -> None:
     s = Signer(new_seed())
     huge = "A" * 1_000_000
     assert set(s.reply_headers(b"x", huge)) == {SIG_HEADER}
-    assert s._peers == {}
+    assert len(s._peers) == 0
     v = Verifier.from_keys([SIGNER.public])
     v.peer_header()
     assert not v.verify_reply(b"x", {MAC_HEADER: "A" * 44, KX_HEADER: huge})
-    assert v._kx == {}
+    assert len(v._kx) == 0
+
+
+def test_a_tag_before_any_key_was_offered_poisons_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nacl.bindings
+
+    pair = nacl.bindings.crypto_box_keypair()
+    genuine = SIGNER.reply_headers(b"x", base64.b64encode(pair[0]).decode())
+    monkeypatch.setattr(_Ephemeral, "pair", None)
+    v = Verifier.from_keys([SIGNER.public])
+    assert not v.verify_reply(b"x", genuine)  # no key offered: refused, nothing kept
+    monkeypatch.setattr(_Ephemeral, "pair", pair)
+    assert v.verify_reply(b"x", genuine)
