@@ -431,7 +431,7 @@ def main() -> None:
         "--responder", nargs=3, metavar=("NATS_URL", "PREFIX", "DATA_DIR"), help=argparse.SUPPRESS
     )
     ap.add_argument(
-        "--pair", type=int, metavar="N", help="N authenticated and N open runs, alternated"
+        "--pair", type=int, metavar="N", help="N rounds of both rigs live, requests alternated"
     )
     args = ap.parse_args()
     if args.responder:
