@@ -45,6 +45,7 @@ from ingest.gc_threshold import Collector
 from ingest.nats import ConnectOptions, Names
 from ingest.pull import Puller, ack_many
 from ingest.siem.formats import Formatted, format_view
+from ingest.siem.held import Item, parked_message, parked_record, stream_seq
 from ingest.siem.redact import Redactor
 from ingest.siem.sink import Sink, SinkDown
 from ingest.siem.state import (
@@ -74,29 +75,6 @@ def consumer_name(name: str) -> str:
     return f"siem-{name}"
 
 
-def _stream_seq(msg: Any) -> int:
-    """The stream sequence from a JetStream reply subject
-    (``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>``); nats-py's
-    ``msg.metadata`` builds a datetime and two objects for it on every message."""
-    raw = getattr(msg, "_reply", None)  # a Delivered: the subject's bytes, not decoded
-    tokens: list[bytes] | list[str]
-    if isinstance(raw, bytes):
-        tokens = raw.split(b".")
-    else:
-        tokens = msg.reply.split(".") if msg.reply else []
-    if len(tokens) == 9 and tokens[5].isdigit():
-        return int(tokens[5])
-    return int(msg.metadata.sequence.stream)
-
-
-@dataclass
-class _Item:
-    msg: Any
-    records: list[Formatted]
-    pending: set[int] = field(default_factory=set)  # indices into records not yet done
-    bad: str | None = None  # why the message could not be decoded (it is parked)
-
-
 @dataclass
 class Forwarder:
     connect: ConnectOptions
@@ -118,7 +96,7 @@ class Forwarder:
     _latest: bytes | None = field(init=False, default=None)
     _save_wanted: asyncio.Event = field(init=False, default_factory=asyncio.Event)
     _writer_done: bool = field(init=False, default=False)
-    _held: list[list[_Item]] = field(init=False, default_factory=list)
+    _held: list[list[Item]] = field(init=False, default_factory=list)
     window: int = field(init=False, default=1)  # batches in flight to the sink
 
     def __post_init__(self) -> None:
@@ -169,7 +147,7 @@ class Forwarder:
             )
 
     def _format(self, msg: Any) -> tuple[list[Formatted], str | None]:
-        seq = _stream_seq(msg)
+        seq = stream_seq(msg)
         try:
             view = view_of_msgpack(msg.data, seq=seq, redactor=self.redactor)
         except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as e:
@@ -199,7 +177,7 @@ class Forwarder:
             # Two stages: the producer fetches and formats batch k+1 while this task sends
             # batch k and acks it; one batch waits between them. Batches are sent and acked
             # in delivery order, each only after the sink took it.
-            ready: asyncio.Queue[list[_Item] | None] = asyncio.Queue(maxsize=1)
+            ready: asyncio.Queue[list[Item] | None] = asyncio.Queue(maxsize=1)
             producer = asyncio.create_task(self._produce(puller, ready))
             # A sink with a window (HEC: the indexer acks late) gets the next batches while
             # earlier ones wait for their acks; each batch is still acked on its own answer.
@@ -248,7 +226,7 @@ class Forwarder:
                 await nc.close()
         return self.counters
 
-    async def _produce(self, puller: Puller, ready: asyncio.Queue[list[_Item] | None]) -> None:
+    async def _produce(self, puller: Puller, ready: asyncio.Queue[list[Item] | None]) -> None:
         """Fetch and format batches until stopped; an empty list for a fetch that timed
         out, None at the end. A batch is in `_held` (kept alive during an outage) from
         the moment it is formatted until its last message is acked or nak'd."""
@@ -264,27 +242,27 @@ class Forwarder:
             raise
         await ready.put(None)
 
-    def _prepare(self, msgs: list[Any]) -> list[_Item]:
-        items: list[_Item] = []
+    def _prepare(self, msgs: list[Any]) -> list[Item]:
+        items: list[Item] = []
         for m in msgs:
             records, bad = self._format(m)
-            items.append(_Item(m, records, set(range(len(records))), bad))
+            items.append(Item(m, records, set(range(len(records))), bad))
         return items
 
-    async def _nak(self, items: list[_Item]) -> None:
+    async def _nak(self, items: list[Item]) -> None:
         for it in items:
             with contextlib.suppress(Exception):
                 await it.msg.nak()
         self._release(items)
 
-    def _release(self, items: list[_Item]) -> None:
+    def _release(self, items: list[Item]) -> None:
         for k, held in enumerate(self._held):
             if held is items:
                 del self._held[k]
                 break
 
-    async def _handle(self, nc: Any, items: list[_Item]) -> None:
-        parked = [self._parked_msg(it.msg, it.bad) for it in items if it.bad is not None]
+    async def _handle(self, nc: Any, items: list[Item]) -> None:
+        parked = [parked_message(it.msg, it.bad) for it in items if it.bad is not None]
         if parked:  # undecodable messages: park them, their ack follows below
             append_parked(self.data_dir, self.name, parked)
             self.counters.parked += len(parked)
@@ -296,7 +274,7 @@ class Forwarder:
                 self._dirty = True
                 self._save(force=not self._held)
 
-    async def _deliver(self, nc: Any, items: list[_Item]) -> None:
+    async def _deliver(self, nc: Any, items: list[Item]) -> None:
         backoff, first = 0.5, True
         while True:
             todo = [(it, i) for it in items for i in sorted(it.pending)]
@@ -322,7 +300,7 @@ class Forwarder:
                 gone: list[Parked] = []
                 for k, why in delivery.parked:
                     it, i = todo[k]
-                    gone.append(self._parked_rec(it.records[i], why))
+                    gone.append(parked_record(it.records[i], why))
                     it.pending.discard(i)
                     retry.discard(k)
                 append_parked(self.data_dir, self.name, gone)
@@ -368,7 +346,7 @@ class Forwarder:
             if data is not None:
                 await asyncio.to_thread(put_counters, self.data_dir, self.name, data)
 
-    def _keepalive(self, items: list[_Item]) -> Any:
+    def _keepalive(self, items: list[Item]) -> Any:
         async def alive() -> None:
             # The batches fetched behind this one wait as long as it does: keep them alive
             # too, or JetStream would deliver them again while they are still in hand.
@@ -381,7 +359,7 @@ class Forwarder:
 
         return alive
 
-    async def _ack_done(self, nc: Any, items: list[_Item]) -> None:
+    async def _ack_done(self, nc: Any, items: list[Item]) -> None:
         done = [it for it in items if not it.pending]
         if not done:
             return
@@ -396,23 +374,3 @@ class Forwarder:
         self.counters.failed += 1
         self.counters.last_error, self.counters.last_error_at = why[:500], time.time()
         _log.warning("%s", why)
-
-    def _parked_rec(self, r: Formatted, why: str) -> Parked:
-        return Parked(
-            time=time.time(),
-            seq=r.seq,
-            event_id=r.event_id,
-            uid=r.uid,
-            reason=why,
-            record=r.text[:4096],
-        )
-
-    def _parked_msg(self, m: Any, why: str) -> Parked:
-        return Parked(
-            time=time.time(),
-            seq=_stream_seq(m),
-            event_id="",
-            uid="",
-            reason=why,
-            record=repr(m.data[:200]),
-        )
