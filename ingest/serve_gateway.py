@@ -69,7 +69,7 @@ class Gateway:
         self.max_pending = max_pending
         self.inbox = nc.new_inbox()
         # A trusted worker answers this process with a keyed tag (see ingest.replysig):
-        # one key agreement here, ~3 µs per reply instead of a signature check.
+        # one key agreement here, ~1 µs per reply instead of a ~60 µs signature check.
         self.peer = None if verifier is None else verifier.peer_header()
         self.pending: dict[str, asyncio.Future[Reply]] = {}
         self._sub: Any = None
