@@ -150,7 +150,8 @@ class Puller:
     last is used up, expired or refused, so an idle worker costs one request per
     `timeout` and a busy one a request per batch. With `ahead`, a request whose messages
     were all delivered and taken is followed at once by the next (one batch ahead of the
-    caller, who must `release` what it leaves unused when it stops).
+    caller, who must `release` what it leaves unused when it stops); that request asks for
+    the `batch` of the call that used up the last one.
     """
 
     def __init__(self, nc: Any, stream: str, consumer: str, *, ahead: bool = False) -> None:
