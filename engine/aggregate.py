@@ -206,29 +206,31 @@ def aggregate(
 
     rules = _rules(event, ordered)
     blocker = next((v for _, v in ordered if v.blocking), None)
-    return Decision(
-        blocked=blocked,
-        decision=decision,
-        reason=reason if reason is not None or not blocked else BLOCKED_BY_HOOK,
-        updated_input=updated,
-        additional_context=context,
-        system_messages=system_messages,
-        continue_=not stoppers,
-        stop_reason=stop_reason,
-        specific=specific,
-        errors=errors,
-        rules=rules,
-        block_form=blocker.block_form if blocker is not None and blocked else None,
-        no_verdict=any(
-            v.outcome == "error" and v.error_kind in NO_VERDICT_KINDS for _, v in ordered
-        ),
-        failed=any(v.outcome == "error" and v.error_kind == "nonzero_exit" for _, v in ordered),
+    return Decision(  # positionally, in field order: several times faster than keywords
+        blocked,
+        decision,
+        reason if reason is not None or not blocked else BLOCKED_BY_HOOK,
+        updated,
+        context,
+        system_messages,
+        not stoppers,
+        stop_reason,
+        specific,
+        errors,
+        rules,
+        blocker.block_form if blocker is not None and blocked else None,
+        None,  # block_text: set from the recorded runs, not here
+        None,  # plain
+        any(v.outcome == "error" and v.error_kind in NO_VERDICT_KINDS for _, v in ordered),
+        any(v.outcome == "error" and v.error_kind == "nonzero_exit" for _, v in ordered),
     )
 
 
 def _rules(event: str, ordered: list[Result]) -> list[str]:
     """Which of `RULES` decided this event: where several hooks compete, or where a null in
     an answer was read as not given."""
+    if len(ordered) < 2:  # one hook competes with no other
+        return ["null-read-as-absent"] if ordered and ordered[0][1].nulls else []
     out: list[str] = []
     if event == "PreToolUse":
         if sum(v.permission_decision == "deny" for _, v in ordered) > 1:

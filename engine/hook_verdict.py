@@ -133,23 +133,23 @@ def build_verdict(
     verdict_stop = capped_("stopReason", stop_reason)
     if capped:
         spec_out["capped"] = sorted(set(capped))
-    return HookVerdict(
-        outcome=outcome,
-        blocking=blocking,
-        message=verdict_message,
-        permission_decision=permission_decision,
-        reason=verdict_reason,
-        updated_input=updated_input,
-        additional_context=ctx,
-        system_message=verdict_system,
-        continue_=continue_,
-        stop_reason=verdict_stop,
-        specific=spec_out,
-        output=output,
-        error_kind=error_kind,
-        pending=pending,
-        block_form=block_form if blocking else None,
-        nulls=nulls,
+    return HookVerdict(  # positionally, in field order: several times faster than keywords
+        outcome,
+        blocking,
+        verdict_message,
+        permission_decision,
+        verdict_reason,
+        updated_input,
+        ctx,
+        verdict_system,
+        continue_,
+        verdict_stop,
+        spec_out,
+        output,
+        error_kind,
+        pending,
+        block_form if blocking else None,
+        nulls,
     )
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -46,6 +47,8 @@ MAX_DEPTH = 64
 
 _decoder = msgspec.json.Decoder(dict[str, Any])
 _encoder = msgspec.json.Encoder()
+_encode = _encoder.encode
+_convert = msgspec.convert
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
 
@@ -112,6 +115,7 @@ def _exact(brackets: bytes, limit: int) -> int:
 #: (a list and a dict of the next level at each), so it stays small: 0.5 ms to build.
 _SHALLOW_LEVELS = 6
 _shallow: msgspec.json.Decoder[dict[str, Any]] | None = None
+_shallow_decode: Callable[[bytes | str], dict[str, Any]] | None = None  # its bound decode
 
 
 def _build_shallow() -> None:
@@ -120,11 +124,12 @@ def _build_shallow() -> None:
     Built on the second parse of a process, not on import: `hookaudit emit` parses once.
     What it decodes equals `_decoder`'s result (the same JSON types, the same values).
     """
-    global _shallow
+    global _shallow, _shallow_decode
     value: Any = str | int | float | bool | None
     for _ in range(_SHALLOW_LEVELS - 1):
         value = str | int | float | bool | None | list[value] | dict[str, value]
     _shallow = msgspec.json.Decoder(dict[str, value])
+    _shallow_decode = _shallow.decode
 
 
 def _counted_decode(raw: bytes, where: str) -> dict[str, Any]:
@@ -222,6 +227,32 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
     ...
     engine.errors.InvalidEvent: <stdin>: duplicate key 'a' (I-JSON, RFC 7493: one reading only)
     """
+    # The fast path, for the usual event: bytes within the size limit, nesting a few
+    # levels (the shallow decoder reads it in one pass and its type is the proof of the
+    # bound), compact (it is its own re-encoding, so no key repeats: a dict holds each key
+    # once), of an event already seen (its typed Struct built). Each step that does not
+    # hold hands the input to `_parse`, which checks everything and says why.
+    if type(raw) is bytes and len(raw) <= MAX_EVENT_BYTES and _shallow_decode is not None:
+        try:
+            payload = _shallow_decode(raw)
+        except msgspec.MsgspecError:
+            return _parse(raw, where)
+        again = _encode(payload)
+        if again == raw:
+            name = payload.get("hook_event_name")
+            typed = _TYPED.get(name) if type(name) is str else None
+            if typed is not None:
+                try:
+                    _convert(payload, typed)
+                except msgspec.ValidationError as exc:
+                    raise _type_error(name, exc, where) from exc  # type: ignore[arg-type]
+                return payload
+        return _checked(raw, payload, again, where)
+    return _parse(raw, where)
+
+
+def _parse(raw: bytes | str, where: str) -> dict[str, Any]:
+    """`parse_payload` for any input: every bound and check, each failure said."""
     if isinstance(raw, str):
         try:
             raw = raw.encode("utf-8")
@@ -233,26 +264,28 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
         )
     if not raw or raw.isspace():
         raise InvalidEvent(where, "empty input: expected the hook event JSON")
-    # The usual event nests a few levels: the shallow decoder reads it in one pass and
-    # its type is the proof of the bound. Anything it refuses (deeper, not an object,
-    # malformed, a number out of range) takes the counted path, which says why.
-    shallow = _shallow
-    if shallow is None:
+    # Anything the shallow decoder refuses (deeper, not an object, malformed, a number out
+    # of range) takes the counted path, which says why.
+    if _shallow_decode is None:
         payload = _counted_decode(raw, where)
         _build_shallow()
     else:
         try:
-            payload = shallow.decode(raw)
+            payload = _shallow_decode(raw)
         except msgspec.MsgspecError:
             payload = _counted_decode(raw, where)
+    return _checked(raw, payload, _encode(payload), where)
+
+
+def _checked(raw: bytes, payload: dict[str, Any], again: bytes, where: str) -> dict[str, Any]:
+    """`payload` (decoded from `raw`, within the bounds; `again` its encoding) once no key
+    is repeated and the documented fields have their types."""
     # Outside strings a ':' follows a key and nothing else. The decoded payload, encoded
     # again, has one per key it kept: fewer than the input's means an object repeated a key
     # (the decoder kept the last value, DuckDB's JSON functions read the first).
-    # Fast paths: input that is the payload's own encoding (compact JSON, as agents and our
-    # own records write it) repeats no key, since a dict holds each key once; without a \u
+    # Fast paths: input that is the payload's own encoding repeats no key; without a \u
     # escape every ':' inside a decoded string was a literal ':' of the input, so equal
     # totals leave no room for a lost key.
-    again = _encoder.encode(payload)
     if (
         again != raw
         and (b"\\u" in raw or raw.count(b":") != again.count(b":"))
@@ -261,17 +294,17 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
         key = _duplicate_key(raw)
         raise InvalidEvent(where, f"duplicate key {key!r} (I-JSON, RFC 7493: one reading only)")
     name = payload.get("hook_event_name")
-    typed = _TYPED.get(name) if type(name) is str else None
+    if not isinstance(name, str) or not name:
+        raise InvalidEvent(where, "hook_event_name: missing or not a string")
+    typed = _TYPED.get(name)
     if typed is None:
-        if not isinstance(name, str) or not name:
-            raise InvalidEvent(where, "hook_event_name: missing or not a string")
         if not is_known(name):
             raise InvalidEvent(where, f"hook_event_name: unknown hook event {name[:100]!r}")
         typed = _typed(name)
     try:
-        msgspec.convert(payload, typed)
+        _convert(payload, typed)
     except msgspec.ValidationError as exc:
-        raise _type_error(str(name), exc, where) from exc
+        raise _type_error(name, exc, where) from exc
     return payload
 
 

@@ -207,8 +207,12 @@ class HookRun(msgspec.Struct, frozen=True, gc=False):
     llm: list[dict[str, Any]] | None = None
 
 
-class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+class Outcome(msgspec.Struct, frozen=True):
     """The engine's aggregated answer to one HookEvent, as appended to the log.
+
+    Not keyword-only, unlike the other records: `engine.outcome.to_outcome` builds one per
+    event positionally (0.3 µs against 2.2 µs with its 18 keywords); everywhere else it is
+    built with keywords. The field order is the record's encoding: never reorder.
 
     `decided_by` says whose answer the agent got: ``policy`` (this record's decision is
     the engine's), ``fallback`` (emit or serve answered alone: `event.fallback` holds what
