@@ -227,18 +227,24 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
     ...
     engine.errors.InvalidEvent: <stdin>: duplicate key 'a' (I-JSON, RFC 7493: one reading only)
     """
-    # The fast path, for the usual event: bytes within the size limit, nesting a few
+    # The fast path, for the usual event: within the size limit (text is encoded), nesting a few
     # levels (the shallow decoder reads it in one pass and its type is the proof of the
     # bound), compact (it is its own re-encoding, so no key repeats: a dict holds each key
     # once), of an event already seen (its typed Struct built). Each step that does not
     # hold hands the input to `_parse`, which checks everything and says why.
-    if type(raw) is bytes and len(raw) <= MAX_EVENT_BYTES and _shallow_decode is not None:
+    data = raw
+    if type(data) is str:  # the worker's events carry text
         try:
-            payload = _shallow_decode(raw)
-        except msgspec.MsgspecError:
+            data = data.encode()
+        except UnicodeEncodeError:  # a lone surrogate: `_parse` says so
             return _parse(raw, where)
+    if type(data) is bytes and len(data) <= MAX_EVENT_BYTES and _shallow_decode is not None:
+        try:
+            payload = _shallow_decode(data)
+        except msgspec.MsgspecError:
+            return _parse(data, where)
         again = _encode(payload)
-        if again == raw:
+        if again == data:
             name = payload.get("hook_event_name")
             typed = _TYPED.get(name) if type(name) is str else None
             if typed is not None:
@@ -247,8 +253,8 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
                 except msgspec.ValidationError as exc:
                     raise _type_error(name, exc, where) from exc  # type: ignore[arg-type]
                 return payload
-        return _checked(raw, payload, again, where)
-    return _parse(raw, where)
+        return _checked(data, payload, again, where)
+    return _parse(data, where)
 
 
 def _parse(raw: bytes | str, where: str) -> dict[str, Any]:

@@ -228,3 +228,30 @@ def test_nesting_around_the_shallow_decoder_is_read_and_bounded(levels: int) -> 
         assert outcome(too_deep) == f"t: JSON nested deeper than the limit of {MAX_DEPTH} levels"
         with pytest.raises(InvalidEvent, match="nested deeper"):
             stored_payload(too_deep.decode())
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        json_values.map(lambda v: msgspec.json.encode({"hook_event_name": "Stop", "x": v})),
+        json_values.map(lambda v: json.dumps({"hook_event_name": "Stop", "x": v}).encode()),
+        st.binary(max_size=512),
+    )
+)
+def test_text_and_bytes_are_read_alike(raw: bytes) -> None:
+    # The worker hands the parser text, emit and serve bytes: the same reading or the same
+    # one-line error, compact or not.
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return
+    for _ in range(2):
+        assert outcome(text) == outcome(raw)  # type: ignore[arg-type]
+        if outcome(raw) == "ok":
+            assert parse_payload(text) == parse_payload(raw)
+
+
+def test_text_with_a_lone_surrogate_is_refused() -> None:
+    text = '{"hook_event_name": "Stop", "x": "' + chr(0xD800) + '"}'
+    for _ in range(2):
+        assert outcome(text).startswith("t: not UTF-8")  # type: ignore[arg-type]
