@@ -57,10 +57,10 @@ from typing import Any
 import msgspec
 
 from engine.effects import Executor
-from engine.errors import HookauditError, Unavailable
+from engine.errors import HookauditError, LogCorrupt, Unavailable
 from engine.records import decode_outcome_msgpack
 from engine.sources import Effective, load_sources
-from ingest.log import LogWriter, Segment, segments
+from ingest.log import LogWriter, Segment, sealed_mismatches, segments
 from replay import report as report_mod
 from replay.parts import LateSkips, Restart, SegmentQueue, duplicates
 from replay.request import JobResult, Request, progress_counter
@@ -353,6 +353,11 @@ def replay(
         merged = _run_jobs(req, executors, max_rows, coordinator)
     finally:
         done.set()
+    # A sealed segment whose bytes are not those sealed: no report over it.
+    changed = sealed_mismatches(req.data_dir, merged.read)
+    if changed:
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise LogCorrupt(changed[0] + more, None, "run `hookaudit verify` on this log")
     seconds = time.perf_counter() - started
     worker: str | None = None
     stored = 0

@@ -36,7 +36,13 @@ if TYPE_CHECKING:
         segments,
     )
     from ingest.log.lines import KEY_ENV, env_key, idempotency_key, key_digest, recompute_hash
-    from ingest.log.manifest import ManifestEntry, ManifestLine, manifest_hmac, read_manifest
+    from ingest.log.manifest import (
+        ManifestEntry,
+        ManifestLine,
+        manifest_hmac,
+        read_manifest,
+        sealed_mismatches,
+    )
     from ingest.log.reader import (
         ActiveData,
         OnCorrupt,
@@ -107,6 +113,7 @@ __all__ = [
     "runs_path",
     "runs_table",
     "sealed_copy",
+    "sealed_mismatches",
     "sealed_write_options",
     "segments",
     "sql_copy",
@@ -151,6 +158,7 @@ _WHERE = {
     "lookup_many_in": "ingest.log.reader",
     "manifest_hmac": "ingest.log.manifest",
     "read_manifest": "ingest.log.manifest",
+    "sealed_mismatches": "ingest.log.manifest",
     "read_segment": "ingest.log.reader",
     "recompute_hash": "ingest.log.lines",
     "runs_path": "ingest.log.layout",

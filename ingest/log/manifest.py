@@ -21,7 +21,7 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -38,6 +38,7 @@ __all__ = [
     "manifest_hmac",
     "manifest_lines",
     "read_manifest",
+    "sealed_mismatches",
 ]
 
 
@@ -127,3 +128,37 @@ def manifest_hmac(entry: ManifestEntry, key: bytes) -> str:
     body.pop("hmac", None)
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return hmac.new(key, canon, hashlib.sha256).hexdigest()
+
+
+def sealed_mismatches(data_dir: str | os.PathLike[str], read: Mapping[str, str]) -> list[str]:
+    """The sealed segments among `read` (segment name -> sha256 of the bytes a reader read)
+    whose bytes are not those their manifest entry lists, each as one line saying which.
+
+    A segment with no readable manifest entry is not judged here (`verify` reports it); nor
+    is a manifest forged together with its segment (`verify` with the log key checks the
+    entries' HMACs). Replay refuses to report over a segment listed here.
+
+    Example:
+        >>> sealed_mismatches(data_dir, {"sealed/w1/00000001.parquet": "0" * 64})[0]
+        'sealed/w1/00000001.parquet: its sha256 differs from manifest/w1.jsonl (...)'
+    """
+    listed: dict[str, dict[int, str]] = {}
+    out: list[str] = []
+    for name, sha in sorted(read.items()):
+        kind, _, rest = name.partition("/")
+        worker, _, file = rest.partition("/")
+        seq = file.partition(".")[0]
+        if kind != "sealed" or not seq.isdigit() or "/" in file:
+            continue
+        if worker not in listed:
+            try:
+                lines = read_manifest(data_dir, worker)
+            except (OSError, ValueError):
+                lines = []
+            listed[worker] = {m.entry.seq: m.entry.sha256 for m in lines if m.entry is not None}
+        want = listed[worker].get(int(seq))
+        if want is not None and want != sha:
+            out.append(
+                f"{name}: its sha256 differs from manifest/{worker}.jsonl (changed after sealing)"
+            )
+    return out

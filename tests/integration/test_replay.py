@@ -27,6 +27,7 @@ import pytest
 from click.testing import CliRunner
 
 from engine.effects import Invocation, RawResult
+from engine.errors import LogCorrupt
 from engine.executors.fake import FakeExecutor
 from engine.records import new_event, uuid7
 from engine.run import Engine
@@ -202,6 +203,38 @@ def test_digest_covers_the_records_read(ds: Dataset) -> None:
     assert after["inputs"]["chains"] == before["inputs"]["chains"]  # the heads did not move
     assert after["inputs"]["read"] != before["inputs"]["read"]
     assert after["digest"] != before["digest"]
+
+
+def test_a_sealed_segment_changed_after_sealing_is_refused(ds: Dataset) -> None:
+    """A sealed segment rewritten with an edited record (still valid Parquet, every record
+    still decoding, its hash left alone) no longer matches its manifest: replay refuses
+    to report over it, with one line naming the segment, instead of a clean report."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with LogWriter.open(ds.data, "w1") as w:
+        assert w.seal() is not None
+    assert run(ds, ds.base)["changed"] == 0  # sealed as recorded: replayed as before
+    (seg,) = segments(ds.data)
+    table = pq.read_table(seg.path)
+    records = table.column("record").to_pylist()
+    at = next(i for i, r in enumerate(records) if b'"session_id":"s2"' in r)
+    records[at] = records[at].replace(b'"session_id":"s2"', b'"session_id":"s9"')
+    i = table.schema.get_field_index("record")
+    forged = table.set_column(i, table.schema.field(i), pa.array(records, table.column(i).type))
+    pq.write_table(forged, seg.path)
+    assert pq.read_table(seg.path).num_rows == len(EVENTS)  # readable, every row there
+    with pytest.raises(LogCorrupt, match=r"sealed/w1/00000001\.parquet: its sha256 differs"):
+        run(ds, ds.base)
+    res = CliRunner().invoke(
+        replay_cmd, ["--data-dir", str(ds.data), "--settings", str(ds.base), "--store", "none"]
+    )
+    print("tampered sealed segment: replay exit", res.exit_code, "-", res.output.strip())
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        "hookaudit replay: sealed/w1/00000001.parquet: its sha256 differs from manifest/w1.jsonl"
+        " (changed after sealing): run `hookaudit verify` on this log"
+    ]
 
 
 # ----------------------------------------------------------------------------- jobs over segments
