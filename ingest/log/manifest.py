@@ -29,7 +29,7 @@ from typing import NamedTuple
 import msgspec
 
 from ingest.log.files import open_append
-from ingest.log.layout import check_worker, manifest_path, root
+from ingest.log.layout import check_worker, manifest_path, root, segments
 
 __all__ = [
     "ManifestEntry",
@@ -131,7 +131,7 @@ def manifest_hmac(entry: ManifestEntry, key: bytes) -> str:
 
 
 def sealed_mismatches(data_dir: str | os.PathLike[str], read: Mapping[str, str]) -> list[str]:
-    """The sealed segments among `read` (segment name -> sha256 of the bytes a reader read)
+    """The sealed segments among `read` (`Segment.name` -> sha256 of the bytes a reader read)
     whose bytes are not those their manifest entry lists, each as one line saying which.
 
     A segment with no readable manifest entry is not judged here (`verify` reports it); nor
@@ -144,21 +144,17 @@ def sealed_mismatches(data_dir: str | os.PathLike[str], read: Mapping[str, str])
     """
     listed: dict[str, dict[int, str]] = {}
     out: list[str] = []
-    for name, sha in sorted(read.items()):
-        kind, _, rest = name.partition("/")
-        worker, _, file = rest.partition("/")
-        seq = file.partition(".")[0]
-        if kind != "sealed" or not seq.isdigit() or "/" in file:
+    for seg in segments(data_dir):
+        sha = read.get(seg.name)
+        if sha is None or seg.kind != "sealed":
             continue
-        if worker not in listed:
-            try:
-                lines = read_manifest(data_dir, worker)
-            except (OSError, ValueError):
-                lines = []
-            listed[worker] = {m.entry.seq: m.entry.sha256 for m in lines if m.entry is not None}
-        want = listed[worker].get(int(seq))
+        if seg.worker not in listed:
+            lines = read_manifest(data_dir, seg.worker)
+            listed[seg.worker] = {m.entry.seq: m.entry.sha256 for m in lines if m.entry}
+        want = listed[seg.worker].get(seg.seq)
         if want is not None and want != sha:
             out.append(
-                f"{name}: its sha256 differs from manifest/{worker}.jsonl (changed after sealing)"
+                f"{seg.name}: its sha256 differs from manifest/{seg.worker}.jsonl"
+                " (changed after sealing)"
             )
     return out

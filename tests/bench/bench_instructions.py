@@ -34,6 +34,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
 
+# The loops are self-contained, not imported from bench_python_hooks: they run in the base
+# tree too, whose bench files need not have the same helpers.
 _LOOP = """
 import sys
 from pathlib import Path
