@@ -122,9 +122,10 @@ def node_config(
     conf = conf.replace("listen: 0.0.0.0:4222", f"listen: 127.0.0.1:{me.client_port}")
     conf = conf.replace("listen: 0.0.0.0:6222", f"listen: 127.0.0.1:{me.route_port}")
     conf = conf.replace("http: 127.0.0.1:8222", f"http: 127.0.0.1:{me.http_port}")
-    for n in nodes:
-        conf = conf.replace(f"nats-route://{n.name}:6222", f"nats-route://127.0.0.1:{n.route_port}")
-    assert "0.0.0.0" not in conf and not re.search(r"nats-\d:6222", conf), conf
+    for n in nodes:  # routes and what each node advertises (client_advertise, advertise)
+        conf = conf.replace(f"{n.name}:6222", f"127.0.0.1:{n.route_port}")
+        conf = conf.replace(f"{n.name}:4222", f"127.0.0.1:{n.client_port}")
+    assert "0.0.0.0" not in conf and not re.search(r"nats-\d:[46]222", conf), conf
     return conf
 
 
