@@ -126,7 +126,7 @@ def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
     Wire it into .claude/settings.json:
       {"hooks": {
         "PreToolUse": [{"matcher": "*", "hooks": [
-          {"type": "command", "command": "hookaudit emit --wait --fail closed"}]}],
+          {"type": "command", "command": "hookaudit emit --wait --fail closed || exit 2"}]}],
         "PostToolUse": [{"matcher": "*", "hooks": [
           {"type": "command", "command": "hookaudit emit"}]}]}}
 

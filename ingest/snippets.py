@@ -14,7 +14,7 @@ Rules of this file:
 Example:
     >>> docs = snippets()
     >>> docs["managed-settings.emit.json"]["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    'hookaudit emit --wait --timeout 10 --fail closed'
+    'hookaudit emit --wait --timeout 10 --fail closed || exit 2'
 """
 
 from __future__ import annotations
@@ -66,11 +66,12 @@ def emit_command(event: str, *, enforce: bool) -> dict[str, Any]:
     fail = _WAIT.get(event) if enforce else None
     if fail is None:
         return {"type": "command", "command": "hookaudit emit"}
-    return {
-        "type": "command",
-        "command": f"hookaudit emit --wait --timeout {WAIT_TIMEOUT} --fail {fail}",
-        "timeout": HOOK_TIMEOUT,
-    }
+    command = f"hookaudit emit --wait --timeout {WAIT_TIMEOUT} --fail {fail}"
+    if fail == "closed":
+        # Claude Code blocks on exit 2 only: a hookaudit that cannot start (not on the PATH
+        # Claude Code runs hooks with: 127; a broken install: 1) would let the call run.
+        command += " || exit 2"
+    return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
 
 
 def serve_hook(url: str = SERVE_URL) -> dict[str, Any]:

@@ -693,7 +693,11 @@ async def test_event_larger_than_max_payload_is_kept_not_retried(
 def test_help_shows_the_settings_json_wiring() -> None:
     r = CliRunner().invoke(emit_cmd, ["--help"])
     assert r.exit_code == 0
-    assert '{"type": "command", "command": "hookaudit emit --wait --fail closed"}' in r.output
+    # `|| exit 2`: a hookaudit that cannot start must block too (Claude Code blocks on 2 only)
+    assert (
+        '{"type": "command", "command": "hookaudit emit --wait --fail closed || exit 2"}'
+        in r.output
+    )
     for sub in ([], ["flush"], ["status"]):
         r = CliRunner().invoke(spool_cmd, [*sub, "--help"])
         assert r.exit_code == 0 and "Example:" in r.output
