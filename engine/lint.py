@@ -7,7 +7,9 @@ Rules of this file:
 - A finding is something that makes a hook that looks present never run, or never match:
   a typo in a key (`"hook":`, `"comand"`), an unknown event or hook type, an `if` rule
   that cannot match anything, an invalid matcher regex, a malformed entry Claude Code
-  would skip, a python hook whose file or function is missing. Style is not linted.
+  would skip, a python hook whose file or function is missing; or a fail-closed
+  `hookaudit emit` that Claude Code would let fail open (no `|| exit 2`, a hook timeout
+  shorter than emit's wait). Style is not linted.
 - Python hooks' files and modules are checked by `engine.lint_python`.
 - `lint_text` adds the JSON decoding; `lint_path` the reading. The CLI (`hookaudit lint`,
   and `--strict` on eval, worker and replay) is in `hookaudit/lint_cmd.py`.
@@ -208,6 +210,49 @@ def _lint_hook(
         _lint_if(rule, f"{path}.if", tool_event, event, add)
     if kind == "python" and isinstance(hook.get("callable"), str):
         lint_callable(str(hook["callable"]), f"{path}.callable", file, probe, add)
+    if kind == "command" and isinstance(hook.get("command"), str):
+        _lint_fail_closed(str(hook["command"]), hook.get("timeout"), path, event, add)
+
+
+# A command hook meant to fail closed: `hookaudit emit … --fail closed` (or the relay's
+# `fastemit.py` form). Two ways Claude Code lets the call run anyway: a hook that exits
+# other than 2 (hookaudit not on Claude Code's PATH: 127), and a hook Claude Code stops at
+# its timeout before emit's own --timeout answered.
+_EMIT = re.compile(r"(?:^|[\s/;&|(])(?:hookaudit\s+emit|fastemit\.py)(?=\s|$)")
+_FAIL_CLOSED = re.compile(r"--fail(?:\s+|=)closed(?=[\s;|&)]|$)")
+_EXIT_2_LAST = re.compile(r"\|\|\s*(?:exit\s+2|\{[^{}]*\bexit\s+2\s*;?\s*\})\s*$")
+_EMIT_TIMEOUT = re.compile(r"--timeout(?:\s+|=)(\d+(?:\.\d+)?)(?=[\s;|&)]|$)")
+EMIT_WAIT_DEFAULT = 10.0  # `hookaudit emit --timeout`'s default (a test keeps them equal)
+START_MARGIN = 2.0  # seconds for emit's start-up before its wait begins
+
+
+def _lint_fail_closed(command: str, timeout: object, path: str, event: str, add: Add) -> None:
+    if not (_EMIT.search(command) and _FAIL_CLOSED.search(command)):
+        return
+    if not _EXIT_2_LAST.search(command):
+        add(
+            f"{path}.command",
+            "fails-open-on-start",
+            "Claude Code blocks on exit 2 only: if hookaudit cannot start (not on the PATH "
+            "Claude Code runs hooks with: exit 127) the call runs; end the command with "
+            "`|| exit 2`",
+        )
+    m = _EMIT_TIMEOUT.search(command)
+    wait = float(m[1]) if m else EMIT_WAIT_DEFAULT
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        limit, where = float(timeout), f"{path}.timeout"
+    else:
+        spec = CATALOG.get(event)
+        limit = spec.default_timeout if spec and spec.default_timeout else 600.0
+        where = path
+    if limit < wait + START_MARGIN:
+        add(
+            where,
+            "timeout-fails-open",
+            f"Claude Code stops this hook after {limit:g} s, before emit's --timeout of "
+            f"{wait:g} s (plus its start-up) can answer, and a stopped hook lets the call "
+            f"run; make the hook's timeout at least {wait + 5:g}",
+        )
 
 
 def _lint_if(rule: str, path: str, tool_event: bool, event: str, add: Add) -> None:

@@ -141,3 +141,50 @@ def test_lint_never_raises_on_any_json(data: object) -> None:
 @given(st.text(max_size=40))
 def test_lint_text_never_raises(text: str) -> None:
     lint_text(text, "s.json", probe=_probe())
+
+
+def emit_hook(command: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "command", "command": command, **extra}
+
+
+def test_fail_closed_emit_that_claude_code_would_let_fail_open() -> None:
+    cmd = "hookaudit emit --wait --timeout 10 --fail closed"
+    path = "hooks.PreToolUse[0].hooks[0]"
+    # hookaudit missing from Claude Code's PATH exits 127: a non-blocking error
+    assert found(pre(emit_hook(cmd, timeout=15))) == [(f"{path}.command", "fails-open-on-start")]
+    assert found(pre(emit_hook(cmd + " || exit 2", timeout=15))) == []
+    block = cmd + " || { echo 'hookaudit did not answer' >&2; exit 2; }"
+    assert found(pre(emit_hook(block, timeout=15))) == []
+    fast = "/v/bin/python3 -I -S /v/ingest/fastemit.py --wait --fail=closed"
+    assert found(pre(emit_hook(fast))) == [(f"{path}.command", "fails-open-on-start")]
+    # Claude Code stops the hook before emit's own wait ends: the call runs
+    assert found(pre(emit_hook(cmd + " || exit 2", timeout=10))) == [
+        (f"{path}.timeout", "timeout-fails-open")
+    ]
+    assert found(pre(emit_hook("hookaudit emit --wait --fail closed || exit 2", timeout=5))) == [
+        (f"{path}.timeout", "timeout-fails-open")  # emit's default wait, 10 s
+    ]
+    # MessageDisplay's default is 10 s: without a timeout of its own the hook is cut short
+    doc = {"hooks": {"MessageDisplay": [{"hooks": [emit_hook(cmd + " || exit 2")]}]}}
+    assert found(doc) == [("hooks.MessageDisplay[0].hooks[0]", "timeout-fails-open")]
+    # Not meant to fail closed: nothing to say
+    assert found(pre(emit_hook("hookaudit emit --wait", timeout=5))) == []
+    assert found(pre(emit_hook("hookaudit emit"))) == []
+    assert found(pre(emit_hook("echo --fail closed"))) == []
+
+
+def test_emit_wait_default_is_emits() -> None:
+    from engine.lint import EMIT_WAIT_DEFAULT
+    from ingest.cli_emit import emit
+
+    (opt,) = [p for p in emit.params if p.name == "timeout"]
+    assert opt.default == EMIT_WAIT_DEFAULT
+
+
+@given(st.text(max_size=80), st.one_of(st.none(), st.integers(-5, 100), st.floats(), st.text()))
+@settings(max_examples=300)
+def test_fail_closed_rule_never_raises(tail: str, timeout: object) -> None:
+    hook = {"type": "command", "command": f"hookaudit emit --wait --fail closed {tail}"}
+    if timeout is not None:
+        hook["timeout"] = timeout
+    lint(pre(hook), "s.json")
