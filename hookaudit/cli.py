@@ -65,6 +65,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ingest.cli_emit:spool",
         "Events spooled on disk while NATS was unreachable, and refused input: flush, status, rejects.",
     ),
+    "backfill": (
+        "hookaudit.backfill_cmd:backfill_cmd",
+        "Publish the tool calls of Claude Code transcripts as hook events (gaps in the log).",
+    ),
     "detect": (
         "queries.cli_detect:detect_cmd",
         "Run Sigma rules (product claude_code) over the history.",

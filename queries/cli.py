@@ -161,7 +161,7 @@ def query_cmd(
     """Run a named security query over the whole log (sealed and active segments).
 
     Queries: denied, commands, files, session, hook-errors, slow-hooks, top-tools,
-    policy-changes, egress. Each is one SQL file under queries/sql/; `--list` shows them.
+    policy-changes, egress, unchecked. Each is one SQL file under queries/sql/; `--list` shows them.
 
     \b
     Example:

@@ -78,11 +78,11 @@ class Deployment:
                 )
             )
 
-    def up(self) -> None:
+    def up(self, *, serve: bool = True) -> None:
         self.run("nats", "up")
         policy = REPO / "infra" / "policies" / "security.json"
         self.start("worker", "worker", "--strict", "--settings", f"project:{policy}")
-        if self.via == "serve":
+        if self.via == "serve" and serve:
             self.start("serve", "serve", "--listen", f"127.0.0.1:{self.port}", "--fail", "closed",
                        env={**self.env, "HOOKAUDIT_SERVE_TOKEN": TOKEN})  # fmt: skip
         self.wait_decided()
@@ -100,7 +100,7 @@ class Deployment:
                 break
             assert time.monotonic() < deadline, p.stderr.decode()
             time.sleep(0.3)
-        if self.via == "serve":
+        if self.via == "serve" and any("serve" in p.args for p in self.procs):  # type: ignore[operator]
             while True:
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2):
@@ -134,6 +134,24 @@ def root() -> Iterator[Path]:
     yield d
     if not os.environ.get("HOOKAUDIT_TEST_KEEP"):
         subprocess.run(["rm", "-rf", str(d)], check=False, timeout=60)
+
+
+def unchecked(dep: Deployment, home: Path, n_calls: int) -> list[dict]:
+    """`hookaudit backfill` of Claude Code's transcripts, then `hookaudit query unchecked`."""
+    p = subprocess.run([str(BIN / "hookaudit"), "backfill", str(home / ".claude" / "projects")],
+                       env=dep.env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert p.returncode == 0 and f"published {n_calls} " in p.stderr, p.stderr
+    deadline = time.monotonic() + 30
+    while True:  # the worker records them (observed)
+        backfilled = [o for o in iter_outcomes(dep.data) if o.event.source == "backfill"]
+        if len(backfilled) >= n_calls or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert len(backfilled) == n_calls and {o.decided_by for o in backfilled} == {"observed"}
+    q = subprocess.run([str(BIN / "hookaudit"), "query", "unchecked", "--format", "json"],
+                       env=dep.env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert q.returncode == 0, q.stderr
+    return json.loads(q.stdout)
 
 
 def managed_settings(via: str, port: int) -> str:
@@ -220,8 +238,11 @@ def test_claude_code_is_enforced_through_the_shipped_snippet(
     dep.up()
     try:
         arm = play(via, dep, root, canary, marker)
+        # Every call of the transcript was decided live: backfill finds no gap.
+        gaps = unchecked(dep, root / "claude" / "home", 3)
     finally:
         logs = dep.down()
+    assert gaps == [], gaps
     # Nothing the policy denies happened.
     assert (canary / "keep").read_text() == "still here\n", "rm -rf ran: enforcement failed open"
     assert not (root / "claude" / "proj" / ".env").exists(), ".env written: failed open"
@@ -234,7 +255,11 @@ def test_claude_code_is_enforced_through_the_shipped_snippet(
     assert marker in told[2], told[2]
 
     session = next(e["session_id"] for e in arm.stream if e.get("session_id"))
-    records = [o for o in iter_outcomes(dep.data) if o.event.session_id == session]
+    records = [
+        o
+        for o in iter_outcomes(dep.data)
+        if o.event.session_id == session and o.event.source != "backfill"
+    ]
     pre = [o for o in records if o.event.event == "PreToolUse"]
     assert [o.event.tool_name for o in pre] == ["Bash", "Write", "Bash"], (pre, logs)
     assert [o.blocked for o in pre] == [True, True, False], pre
@@ -275,11 +300,24 @@ def test_serve_snippet_fails_open_when_serve_is_down(
     a Claude Code release blocks here, this fails and the README is to be updated."""
     monkeypatch.setenv("PATH", f"{BIN}:{os.environ['PATH']}")
     canary = make_canary(root)
-    dep = Deployment(root, "serve")  # nothing listens on its port
-    arm = play("serve", dep, root, canary, "down-marker")
-    told = tool_results(arm)
+    dep = Deployment(root, "serve")
+    dep.up(serve=False)  # the worker runs; nothing listens on serve's port
+    try:
+        arm = play("serve", dep, root, canary, "down-marker")
+        told = tool_results(arm)
+        # What backfill makes of it: the three calls ran, none was decided live, and the
+        # policy would have denied two.
+        gaps = unchecked(dep, root / "claude" / "home", 3)
+    finally:
+        logs = dep.down()
     assert len(told) == 3, told
     assert not canary.exists(), "Claude Code blocked with serve down: update the README"
     assert (root / "claude" / "proj" / ".env").exists()
     assert "down-marker" in told[2], told
+    assert [(g["tool"], g["ran"], g["policy"]) for g in gaps] == [
+        ("Bash", True, "deny"), ("Write", True, "deny"), ("Bash", True, "allow")
+    ], (gaps, logs)  # fmt: skip
+    assert "rm -rf outside the project" in gaps[0]["reason"], gaps[0]
     print("\nserve down: Claude Code ran all 3 calls:", [t[:60] for t in told])
+    print("backfill + query unchecked:", [(g["tool"], g["target"][-30:], g["ran"], g["policy"])
+                                          for g in gaps])  # fmt: skip

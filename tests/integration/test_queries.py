@@ -38,6 +38,7 @@ NAMES = [
     "top-tools",
     "policy-changes",
     "egress",
+    "unchecked",
 ]
 
 

@@ -1,0 +1,260 @@
+"""Transcript backfill: the tool calls a Claude Code transcript shows, as hook events.
+
+Claude Code keeps each session's transcript (`~/.claude/projects/<project>/<session>.jsonl`):
+every assistant `tool_use` block (id, tool, input) and the user entry with its `tool_result`,
+which says whether the call was refused (`permissionDecision.decision` "reject",
+`toolDenialKind`) or ran. A call can run with no decision in the log: an http hook that cannot
+reach serve is a non-blocking error in Claude Code, so is a command hook that cannot start or
+that Claude Code stops at its timeout. Backfill turns each tool call into the PreToolUse
+input Claude Code would have sent, so the worker records the policy's verdict on it
+(`source` "backfill", no reply subject: `decided_by` "observed"), and
+`hookaudit query unchecked` lists the calls that ran with no live decision.
+
+Rules of this file:
+- A transcript is untrusted input. A line over `MAX_LINE` bytes, a line that is not a JSON
+  object, an entry or block of the wrong shape is counted in `Scan.skipped` and passed over;
+  nothing raises but `OSError` from reading the file, which the CLI reports in one line.
+- The event id is derived from (session id, tool_use id): a UUIDv7 with the call's
+  millisecond timestamp and hash bits, so a transcript backfilled twice gives the same ids,
+  which JetStream's duplicate window and the log's dedup rule drop.
+- The payload holds what Claude Code's PreToolUse input holds (hook_event_name, session_id,
+  transcript_path, cwd, permission_mode and prompt_id of the prompt before the call, effort,
+  tool_name, tool_input, tool_use_id; agent_id for a subagent's call; tested field by field
+  against the inputs the real binary sent, tests/fixtures/claude_code) plus
+  `hookaudit_backfill`: the transcript, its line, and `ran` (true: a
+  result that is no refusal; false: refused; null: no result in the transcript).
+- Pure but for reading the file: publishing is `ingest.cli_backfill`'s.
+
+Example:
+    >>> scan = scan_lines(['{"type":"assistant","sessionId":"s","timestamp":"2026-01-02T03:04:05Z",'
+    ...     '"cwd":"/p","message":{"content":[{"type":"tool_use","id":"toolu_1","name":"Bash",'
+    ...     '"input":{"command":"ls"}}]}}'], "t.jsonl")
+    >>> [(c.tool_name, c.ran) for c in scan.calls]
+    [('Bash', None)]
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from engine.records import HookEvent, new_event
+
+__all__ = ["MAX_LINE", "Call", "Scan", "backfill_id", "scan_lines", "scan_path", "transcripts"]
+
+MAX_LINE = 16 * 1024 * 1024  # a transcript line (one message) above this is skipped
+MAX_CALLS = 1_000_000  # per scan: a transcript is bounded, not trusted
+_dec = msgspec.json.Decoder()
+
+
+@dataclass
+class Call:
+    """One tool call of a transcript."""
+
+    session_id: str
+    tool_use_id: str
+    tool_name: str
+    tool_input: dict[str, Any]
+    ts: datetime
+    cwd: str | None
+    permission_mode: str | None
+    agent_id: str | None
+    transcript: str
+    line: int
+    ran: bool | None = None
+    prompt_id: str | None = None
+    effort: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        p: dict[str, Any] = {
+            "session_id": self.session_id,
+            "transcript_path": self.transcript,
+            "cwd": self.cwd,
+            "permission_mode": self.permission_mode,
+            "hook_event_name": "PreToolUse",
+            "tool_name": self.tool_name,
+            "tool_input": self.tool_input,
+            "tool_use_id": self.tool_use_id,
+            "prompt_id": self.prompt_id,
+            "effort": {"level": self.effort} if self.effort is not None else None,
+        }
+        if self.agent_id is not None:
+            p["agent_id"] = self.agent_id
+        p["hookaudit_backfill"] = {
+            "transcript": self.transcript,
+            "line": self.line,
+            "ran": self.ran,
+        }
+        return {k: v for k, v in p.items() if v is not None}
+
+    def event(self, *, host: str | None = None, user: str | None = None) -> HookEvent:
+        return new_event(
+            self.payload(),
+            source="backfill",
+            host=host,
+            user=user,
+            ts=self.ts,
+            event_id=backfill_id(self.session_id, self.tool_use_id, self.ts),
+        )
+
+
+@dataclass
+class Scan:
+    """What one or more transcripts hold: their tool calls, and what was passed over."""
+
+    calls: list[Call] = field(default_factory=list)
+    lines: int = 0
+    skipped: int = 0  # lines or blocks that are not what Claude Code writes
+    results: int = 0
+
+
+def backfill_id(session_id: str, tool_use_id: str, ts: datetime) -> str:
+    """A UUIDv7 of `ts`'s milliseconds whose other bits hash (session id, tool_use id).
+
+    >>> t = datetime(2026, 1, 2, tzinfo=UTC)
+    >>> backfill_id("s", "toolu_1", t) == backfill_id("s", "toolu_1", t)
+    True
+    >>> backfill_id("s", "toolu_1", t)[14]
+    '7'
+    """
+    ms = int(ts.timestamp() * 1000) & ((1 << 48) - 1)
+    digest = hashlib.sha256(f"backfill\0{session_id}\0{tool_use_id}".encode()).digest()
+    rand = int.from_bytes(digest[:10], "big")
+    value = ms << 80 | 0x7 << 76 | ((rand >> 62) & 0xFFF) << 64 | 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def transcripts(paths: Iterable[Path]) -> Iterator[Path]:
+    """The `.jsonl` files named, and those under the directories named, sorted."""
+    for p in paths:
+        if p.is_dir():
+            yield from sorted(q for q in p.rglob("*.jsonl") if q.is_file())
+        else:
+            yield p
+
+
+def scan_path(path: Path, scan: Scan | None = None) -> Scan:
+    """Read one transcript (OSError propagates: the caller names the file)."""
+    scan = scan or Scan()
+    with path.open("rb") as f:
+        scan_lines(_bounded_lines(f, scan), str(path), scan)
+    return scan
+
+
+def _bounded_lines(f: Any, scan: Scan) -> Iterator[bytes]:
+    while True:
+        line = f.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE:  # the rest of an overlong line: skip to its end
+            scan.skipped += 1
+            while line and not line.endswith(b"\n"):
+                line = f.readline(MAX_LINE + 1)
+            yield b""
+            continue
+        yield line
+
+
+def scan_lines(lines: Iterable[str | bytes], transcript: str, scan: Scan | None = None) -> Scan:
+    """The tool calls of a transcript's lines, each marked with whether it ran."""
+    scan = scan or Scan()
+    by_id: dict[tuple[str, str], Call] = {}
+    prompt: dict[str, tuple[str | None, str | None]] = {}  # session -> (promptId, mode)
+    for n, line in enumerate(lines, start=1):
+        scan.lines += 1
+        if not line or not line.strip():
+            continue
+        try:
+            entry = _dec.decode(line)
+        except (msgspec.DecodeError, UnicodeError, RecursionError):
+            scan.skipped += 1
+            continue
+        if not isinstance(entry, dict):
+            scan.skipped += 1
+            continue
+        kind = entry.get("type")
+        session = _str(entry.get("sessionId")) or ""
+        if kind == "assistant":
+            _calls(entry, transcript, n, scan, by_id, prompt.get(session, (None, None)))
+        elif kind == "user":
+            was = prompt.get(session, (None, None))
+            prompt[session] = (
+                _str(entry.get("promptId")) or was[0],
+                _str(entry.get("permissionMode")) or was[1],
+            )
+            _results(entry, scan, by_id)
+    return scan
+
+
+def _str(v: object) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _blocks(entry: dict[str, Any]) -> list[Any]:
+    msg = entry.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    return content if isinstance(content, list) else []
+
+
+def _when(v: object) -> datetime | None:
+    if not isinstance(v, str) or len(v) > 64:
+        return None
+    try:
+        ts = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def _calls(
+    entry: dict[str, Any],
+    transcript: str,
+    n: int,
+    scan: Scan,
+    by_id: dict[tuple[str, str], Call],
+    prompt: tuple[str | None, str | None],
+) -> None:
+    session, ts = _str(entry.get("sessionId")), _when(entry.get("timestamp"))
+    for b in _blocks(entry):
+        if not isinstance(b, dict) or b.get("type") != "tool_use":
+            continue
+        uid, name, inp = _str(b.get("id")), _str(b.get("name")), b.get("input")
+        if not (session and ts and uid and name) or not isinstance(inp, dict):
+            scan.skipped += 1
+            continue
+        if (session, uid) in by_id or len(scan.calls) >= MAX_CALLS:
+            continue  # the same block again (a resumed session re-writes its history)
+        agent = _str(entry.get("agentId")) if entry.get("isSidechain") is True else None
+        call = Call(session, uid, name, inp, ts, _str(entry.get("cwd")),
+                    _str(entry.get("permissionMode")) or prompt[1], agent, transcript, n,
+                    prompt_id=prompt[0], effort=_str(entry.get("effort")))  # fmt: skip
+        by_id[(session, uid)] = call
+        scan.calls.append(call)
+
+
+def _results(entry: dict[str, Any], scan: Scan, by_id: dict[tuple[str, str], Call]) -> None:
+    session = _str(entry.get("sessionId"))
+    for b in _blocks(entry):
+        if not isinstance(b, dict) or b.get("type") != "tool_result":
+            continue
+        call = by_id.get((session or "", _str(b.get("tool_use_id")) or ""))
+        if call is None:
+            continue
+        scan.results += 1
+        decision = entry.get("permissionDecision")
+        content = b.get("content")
+        refused = (
+            entry.get("toolDenialKind") is not None
+            or (isinstance(decision, dict) and decision.get("decision") == "reject")
+            # refused before it ran: a hook's or a permission's error, invalid input
+            or (isinstance(content, str) and content.startswith("<tool_use_error>"))
+        )
+        call.ran = not refused

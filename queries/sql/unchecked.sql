@@ -1,0 +1,45 @@
+-- unchecked: tool calls a transcript shows that no live hook decided (hookaudit backfill).
+--
+-- Every PreToolUse that `hookaudit backfill` took from a Claude Code transcript and that
+-- has no live PreToolUse of the same session and tool_use id: a call Claude Code made while
+-- no decision reached the log (serve unreachable, a hook that could not start or timed out:
+-- Claude Code lets the call run). `ran` is what the transcript shows (true: it ran; false:
+-- refused; null: no result); `policy` and `reason` are what the policy says of it now.
+--
+-- @param since timestamp optional only calls at or after this time (7d, 12h, 2026-03-01)
+-- @param until timestamp optional only calls before this time
+-- @param ran boolean optional only calls that ran (true) or were refused (false)
+-- @param limit integer default=1000 at most this many rows
+WITH live AS (
+    SELECT DISTINCT session_id, tool_use_id
+    FROM outcomes
+    WHERE event = 'PreToolUse' AND source <> 'backfill' AND tool_use_id IS NOT NULL
+),
+backfilled AS (
+    SELECT
+        o.*,
+        TRY_CAST(json_extract_string(
+            json_extract_string(o.record, '$.event.payload'), '$.hookaudit_backfill.ran'
+        ) AS BOOLEAN) AS ran
+    FROM outcomes o
+    WHERE o.event = 'PreToolUse' AND o.source = 'backfill'
+)
+SELECT
+    b.ts,
+    b."user",
+    b.host,
+    b.session_id,
+    b.tool_name AS tool,
+    coalesce(b.command, b.file_path, b.url) AS target,
+    b.ran,
+    coalesce(b.decision, 'allow') AS policy,
+    b.reason,
+    b.tool_use_id,
+    b.id
+FROM backfilled b
+ANTI JOIN live l ON l.session_id = b.session_id AND l.tool_use_id = b.tool_use_id
+WHERE ($since IS NULL OR b.ts >= $since)
+    AND ($until IS NULL OR b.ts < $until)
+    AND ($ran IS NULL OR b.ran = $ran)
+ORDER BY b.ts, b.id
+LIMIT $limit

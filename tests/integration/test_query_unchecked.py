@@ -1,0 +1,92 @@
+"""`hookaudit query unchecked`: backfilled calls with no live decision, in sealed and active
+segments, read by DuckDB; and `hookaudit backfill --dry-run` on a real transcript."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from engine.records import Outcome, new_event
+from ingest.backfill import Call
+from ingest.log import LogWriter
+from queries.catalog import load_catalog
+from queries.db import open_db, run_named
+
+T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+BIN = Path(sys.executable).parent
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "claude_code" / "2.1.332"
+
+
+def call(sid: str, tuid: str, sec: int, command: str, ran: bool | None) -> Call:
+    return Call(sid, tuid, "Bash", {"command": command}, T0 + timedelta(seconds=sec), "/p",
+                "default", None, f"/t/{sid}.jsonl", sec, ran)  # fmt: skip
+
+
+def live(sid: str, tuid: str, sec: int, command: str) -> Outcome:
+    payload = {"session_id": sid, "hook_event_name": "PreToolUse", "tool_name": "Bash",
+               "tool_input": {"command": command}, "tool_use_id": tuid, "cwd": "/p"}  # fmt: skip
+    ev = new_event(payload, host="h", user="u", ts=T0 + timedelta(seconds=sec))
+    return Outcome(event=ev, settings_id="s", decided_by="policy")
+
+
+def observed(c: Call, decision: str | None) -> Outcome:
+    return Outcome(event=c.event(host="h", user="u"), settings_id="s", decision=decision,
+                   blocked=decision == "deny", reason="no" if decision else None,
+                   decided_by="observed")  # fmt: skip
+
+
+def named(data: Path, **given: str) -> list[dict[str, Any]]:
+    con = open_db(data, cache=False)
+    try:
+        result = run_named(con, load_catalog()["unchecked"], given)
+        names = [c for c, _ in result.columns]
+        return [dict(zip(names, r, strict=True)) for b in result.batches() for r in b]
+    finally:
+        con.close()
+
+
+def test_unchecked_lists_backfilled_calls_no_live_hook_decided(tmp_path: Path) -> None:
+    decided = call("s1", "tu1", 1, "ls", True)  # decided live too: not unchecked
+    escaped = call("s1", "tu2", 2, "rm -rf /srv", True)
+    refused = call("s1", "tu3", 3, "curl x | sh", False)
+    other = call("s2", "tu1", 4, "make", None)  # the same tool_use id in another session
+    with LogWriter.open(tmp_path, "w1") as w:
+        w.append_batch([live("s1", "tu1", 1, "ls"), observed(decided, None)])
+        w.seal()  # sealed (Parquet) and active (JSON lines) rows alike
+        w.append_batch(
+            [observed(escaped, "deny"), observed(refused, "deny"), observed(other, None)]
+        )
+    got = named(tmp_path)
+    assert [(r["session_id"], r["tool_use_id"], r["ran"], r["policy"]) for r in got] == [
+        ("s1", "tu2", True, "deny"),
+        ("s1", "tu3", False, "deny"),
+        ("s2", "tu1", None, "allow"),
+    ]
+    assert got[0]["target"] == "rm -rf /srv" and got[0]["reason"] == "no"
+    assert [r["tool_use_id"] for r in named(tmp_path, ran="true")] == ["tu2"]
+    assert [r["tool_use_id"] for r in named(tmp_path, since="2026-03-01T10:00:03Z")] == [
+        "tu3",
+        "tu1",
+    ]
+
+
+def test_backfill_dry_run_on_a_real_transcript(tmp_path: Path) -> None:
+    doc = json.loads((FIXTURE / "pre.exit2.blocks.json").read_text())
+    t = tmp_path / "projects" / "p" / "s.jsonl"
+    t.parent.mkdir(parents=True)
+    t.write_text("".join(json.dumps(e) + "\n" for e in doc["transcript"]) + "{broken\n")
+    p = subprocess.run([str(BIN / "hookaudit"), "backfill", "--dry-run", str(tmp_path / "projects"),
+                        str(tmp_path / "missing.jsonl")],
+                       capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert p.returncode == 1  # the missing file: named, the rest done
+    assert "missing.jsonl: No such file or directory" in p.stderr
+    (line,) = p.stdout.splitlines()
+    assert line.split()[2:] == ["toolu_t00000", "Bash", "refused"], line
+    assert "1 transcript(s)" in p.stderr and "(1 passed over)" in p.stderr, p.stderr
+    bad = subprocess.run([str(BIN / "hookaudit"), "backfill", "--since", "yesterday", str(t)],
+                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert bad.returncode == 2 and "--since" in bad.stderr and "Traceback" not in bad.stderr
