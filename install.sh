@@ -83,7 +83,7 @@ fi
 # The compose test's stand-in base image (a minute of debootstrap, mostly download), made
 # while pip works below. Root only: debootstrap and podman (rootful) need it.
 rootfs_pid=""
-if [ "$(id -u)" = 0 ] && have debootstrap && [ ! -f .cache/compose/python-rootfs.tar ]; then
+if [ "$(id -u)" = 0 ] && have debootstrap && [ ! -f .cache/compose/debian-rootfs.tar ]; then
   echo "install.sh: debootstrap the compose test's base image (background)"
   tests/integration/podman_images.sh rootfs &
   rootfs_pid=$!

@@ -42,8 +42,8 @@ def _uid(value: str) -> int:
     "allow_users",
     multiple=True,
     metavar="USER|UID",
-    help="Users whose emits are relayed (repeatable; default: the relay's own user). The "
-    "kernel's SO_PEERCRED uid of each client is checked.",
+    help="Users whose emits are relayed (repeatable, or comma-separated; default: the relay's "
+    "own user). The kernel's SO_PEERCRED uid of each client is checked.",
 )
 @click.option(
     "--socket-mode",
@@ -123,7 +123,7 @@ def relay_cmd(
     kw["worker_key"] = worker_key
     target = _target(kw)
     path = socket_path or default_socket(target.data_dir)
-    uids = [_uid(u) for u in allow_users]
+    uids = [_uid(u.strip()) for v in allow_users for u in v.split(",") if u.strip()]
 
     async def run() -> None:
         relay = Relay(target, path, allow_uids=uids, socket_mode=mode)
