@@ -1,7 +1,9 @@
 -- unchecked: tool calls a transcript shows that no live hook decided (hookaudit backfill).
 --
 -- Every PreToolUse that `hookaudit backfill` took from a Claude Code transcript and that
--- has no live PreToolUse of the same session and tool_use id: a call Claude Code made while
+-- has no live PreToolUse of the same tool_use id (unique per call; a resumed session that
+-- copies its history into another transcript repeats the id, and is listed once): a call
+-- Claude Code made while
 -- no decision reached the log (serve unreachable, a hook that could not start or timed out:
 -- Claude Code lets the call run). `ran` is what the transcript shows (true: it ran; false:
 -- refused; null: no result); `policy` and `reason` are what the policy says of it now.
@@ -11,7 +13,7 @@
 -- @param ran boolean optional only calls that ran (true) or were refused (false)
 -- @param limit integer default=1000 at most this many rows
 WITH live AS (
-    SELECT DISTINCT session_id, tool_use_id
+    SELECT DISTINCT tool_use_id
     FROM outcomes
     WHERE event = 'PreToolUse' AND source <> 'backfill' AND tool_use_id IS NOT NULL
 ),
@@ -22,7 +24,8 @@ backfilled AS (
             json_extract_string(o.record, '$.event.payload'), '$.hookaudit_backfill.ran'
         ) AS BOOLEAN) AS ran
     FROM outcomes o
-    WHERE o.event = 'PreToolUse' AND o.source = 'backfill'
+    WHERE o.event = 'PreToolUse' AND o.source = 'backfill' AND o.tool_use_id IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY o.tool_use_id ORDER BY o.ts, o.id) = 1
 )
 SELECT
     b.ts,
@@ -37,7 +40,7 @@ SELECT
     b.tool_use_id,
     b.id
 FROM backfilled b
-ANTI JOIN live l ON l.session_id = b.session_id AND l.tool_use_id = b.tool_use_id
+ANTI JOIN live l ON l.tool_use_id = b.tool_use_id
 WHERE ($since IS NULL OR b.ts >= $since)
     AND ($until IS NULL OR b.ts < $until)
     AND ($ran IS NULL OR b.ran = $ran)

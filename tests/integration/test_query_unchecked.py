@@ -53,25 +53,24 @@ def test_unchecked_lists_backfilled_calls_no_live_hook_decided(tmp_path: Path) -
     decided = call("s1", "tu1", 1, "ls", True)  # decided live too: not unchecked
     escaped = call("s1", "tu2", 2, "rm -rf /srv", True)
     refused = call("s1", "tu3", 3, "curl x | sh", False)
-    other = call("s2", "tu1", 4, "make", None)  # the same tool_use id in another session
+    resumed = call("s2", "tu1", 4, "ls", True)  # s1's decided call, copied by a resumed session
+    again = call("s3", "tu2", 5, "rm -rf /srv", True)  # s1's escaped call, copied again
+    late = call("s1", "tu4", 6, "make", None)
     with LogWriter.open(tmp_path, "w1") as w:
         w.append_batch([live("s1", "tu1", 1, "ls"), observed(decided, None)])
         w.seal()  # sealed (Parquet) and active (JSON lines) rows alike
-        w.append_batch(
-            [observed(escaped, "deny"), observed(refused, "deny"), observed(other, None)]
-        )
+        w.append_batch([observed(escaped, "deny"), observed(refused, "deny"),
+                        observed(resumed, None), observed(again, "deny"), observed(late, None)])  # fmt: skip
     got = named(tmp_path)
     assert [(r["session_id"], r["tool_use_id"], r["ran"], r["policy"]) for r in got] == [
-        ("s1", "tu2", True, "deny"),
+        ("s1", "tu2", True, "deny"),  # once, its first copy
         ("s1", "tu3", False, "deny"),
-        ("s2", "tu1", None, "allow"),
+        ("s1", "tu4", None, "allow"),
     ]
     assert got[0]["target"] == "rm -rf /srv" and got[0]["reason"] == "no"
     assert [r["tool_use_id"] for r in named(tmp_path, ran="true")] == ["tu2"]
-    assert [r["tool_use_id"] for r in named(tmp_path, since="2026-03-01T10:00:03Z")] == [
-        "tu3",
-        "tu1",
-    ]
+    since = named(tmp_path, since="2026-03-01T10:00:03Z")
+    assert [r["tool_use_id"] for r in since] == ["tu3", "tu4"]
 
 
 def test_backfill_dry_run_on_a_real_transcript(tmp_path: Path) -> None:
