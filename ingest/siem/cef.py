@@ -66,7 +66,9 @@ def to_cef(v: View) -> str:
     """The CEF line of one outcome (no syslog header: the transport adds its own)."""
     sev = severity(v.decision, v.blocked, bool(v.errors))
     subject = v.tool or v.event
-    action = "blocked" if v.blocked else v.decision
+    # observed: nobody waited for the verdict and the call went ahead: a detection
+    stopped = v.blocked and v.enforced
+    action = "blocked" if stopped else "detected" if v.blocked else v.decision
     head = (
         f"{_PREFIX}{escape_header(_cut(f'{v.event}:{action}', 1023))}|"
         f"{escape_header(_cut(f'{subject} {action}', 512))}|{sev}|"
@@ -74,9 +76,10 @@ def to_cef(v: View) -> str:
     # Keys are fixed names: the line is one template, values escaped one by one.
     ext = (
         f"rt={v.time_ms} externalId={_x(v.event_id, 40)} cat={v.kind} act={_x(action, 63)} "
-        f"outcome={'failure' if v.blocked else 'success'} suser={_x(v.user, 1023)} "
+        f"outcome={'failure' if stopped else 'success'} suser={_x(v.user, 1023)} "
         f"shost={_x(v.host, 1023)} cn1={v.seq} cn1Label=streamSequence "
-        f"cs1={_x(v.session_id)} cs1Label=sessionId cs3={_x(v.settings_id)} cs3Label=settingsId"
+        f"cs1={_x(v.session_id)} cs1Label=sessionId cs3={_x(v.settings_id)} cs3Label=settingsId "
+        f"flexString1={_x(v.decided_by, 63)} flexString1Label=decidedBy"
     )
     if v.tool:
         ext += f" cs2={_x(v.tool)} cs2Label=tool"

@@ -43,15 +43,16 @@ def to_ecs(v: View) -> dict[str, Any]:
     if v.kind == "file" and v.file_action:
         types = [_FILE_TYPE[v.file_action]]
     denied = v.blocked or v.decision == "deny"
+    stopped = denied and v.enforced  # observed: a detection, and the call went ahead
     doc: dict[str, Any] = {
         "@timestamp": iso_ms(v.time_ms),
         "ecs": {"version": "8.17.0"},
         "event": {
             "kind": "alert" if denied else "event",
             "category": category,
-            "type": [*types, "denied" if denied else "allowed"],
+            "type": [*types, "denied" if stopped else "allowed"],
             "action": v.event,
-            "outcome": "failure" if denied else "success",
+            "outcome": "failure" if stopped else "success",
             "id": v.event_id,
             "sequence": v.seq,
             "severity": severity(v.decision, v.blocked, bool(v.errors)),
@@ -64,6 +65,7 @@ def to_ecs(v: View) -> dict[str, Any]:
         "hookaudit": {
             "decision": v.decision,
             "blocked": v.blocked,
+            "decided_by": v.decided_by,
             "posture": v.posture,
             "settings_id": v.settings_id,
             "session_id": v.session_id,

@@ -58,7 +58,10 @@ def _severity_id(v: View) -> int:
 
 def _security_control(v: View) -> dict[str, Any]:
     """action/disposition of the security_control profile."""
-    if v.blocked or v.decision == "deny":
+    if not v.enforced and (v.blocked or v.decision in ("deny", "ask", "defer")):
+        # observed: the policy's verdict, which nobody waited for; the call went ahead
+        action, disposition = (1, "Allowed"), (15, "Detected")
+    elif v.blocked or v.decision == "deny":
         action, disposition = (2, "Denied"), (2, "Blocked")
     elif v.decision == "ask":
         action, disposition = (99, "Ask"), (23, "Challenge")
@@ -176,6 +179,7 @@ def _unmapped(v: View) -> dict[str, Any]:
         "payload": v.payload,
         "decision": v.decision,
         "blocked": v.blocked,
+        "decided_by": v.decided_by,
         "posture": v.posture,
         "settings_id": v.settings_id,
         "hook_event_name": v.event,
@@ -237,7 +241,9 @@ def _finding(v: View, activity: dict[str, Any]) -> dict[str, Any]:
     }
     rec["finding_info"] = {
         "uid": f"{v.record_id}.finding",
-        "title": f"hookaudit blocked {v.tool or v.event}",
+        "title": f"hookaudit blocked {v.tool or v.event}"
+        if v.enforced
+        else f"hookaudit would have blocked {v.tool or v.event} (not enforced: it ran)",
         "desc": v.reason or "blocked by a hook",
         "analytic": analytic,
         "types": ["Policy Violation"],

@@ -56,6 +56,9 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     source: str
     decision: str  # allow | deny | ask | defer | none
     blocked: bool
+    # who decided what the agent got (engine.records.DecidedBy): "observed" means nobody
+    # waited, so a deny here was a detection and the call went ahead (`enforced` is False)
+    decided_by: str
     reason: str | None
     command: str | None
     file_path: str | None
@@ -70,6 +73,11 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     payload: Any  # the agent's hook input, redacted and bounded
     truncated: bool
     untruncated_size: int
+
+    @property
+    def enforced(self) -> bool:
+        """Whether the agent got this decision (else the call went ahead, whatever it says)."""
+        return self.decided_by != "observed"
 
 
 class _Hook(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -111,6 +119,7 @@ class _Outcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     blocked: bool = False
     decision: str | None = None
     reason: str | None = None
+    decided_by: str = "policy"
     runs: list[_Run] = msgspec.field(default_factory=list)
     errors: list[str] = msgspec.field(default_factory=list)
     replay_id: str | None = None
@@ -287,6 +296,7 @@ def _build(o: Outcome | _Outcome, seq: int, redactor: Redactor | None, max_field
         source=b.text(ev.source),
         decision=o.decision or "none",
         blocked=o.blocked,
+        decided_by=o.decided_by,
         reason=b.opt(o.reason),
         command=command if isinstance(command, str) else None,
         file_path=_str(ti.get("file_path") or ti.get("notebook_path") or ti.get("path")),

@@ -60,6 +60,7 @@ def outcome(
     extra: dict[str, Any] | None = None,
     host: str = "build-7",
     user: str = "alice",
+    decided_by: str = "policy",
 ) -> Outcome:
     payload: dict[str, Any] = {
         "hook_event_name": "PreToolUse" if tool else "Stop",
@@ -82,7 +83,13 @@ def outcome(
         )
     ]
     return Outcome(
-        event=ev, settings_id="sid1", decision=decision, blocked=blocked, reason=reason, runs=runs
+        event=ev,
+        settings_id="sid1",
+        decision=decision,
+        blocked=blocked,
+        reason=reason,
+        runs=runs,
+        decided_by=decided_by,  # type: ignore[arg-type]
     )
 
 
@@ -112,6 +119,33 @@ def test_ocsf_class_per_tool_and_schema_valid(
         assert r["metadata"]["version"] == "1.8.0"
         assert json.loads(r["unmapped"]["payload"] and json.dumps(r["unmapped"]["payload"]))
     assert len({r["metadata"]["uid"] for r in recs}) == len(recs)
+
+
+@pytest.mark.parametrize(("tool", "tool_input", "class_uid"), TOOLS)
+def test_a_deny_nobody_waited_for_is_a_detection_not_a_block(
+    tool: str | None, tool_input: Any, class_uid: int
+) -> None:
+    """Observe mode and backfill (`decided_by` observed): the policy said deny, but the agent
+    never waited, so the call went ahead. No format may say it was blocked."""
+    o = outcome(tool, tool_input, "deny", blocked=True, reason="no", decided_by="observed")
+    v = build_view(o, seq=3)
+    assert v.decided_by == "observed" and not v.enforced
+    activity, finding = to_ocsf(v)
+    for r in (activity, finding):
+        assert ocsf_errors(r) == []
+        assert (r["action_id"], r["disposition_id"]) == (1, 15), r  # Allowed, Detected
+        assert r["unmapped"]["decided_by"] == "observed"
+    assert finding["class_uid"] == 2004 and "would have blocked" in finding["finding_info"]["title"]
+    cef = to_cef(v)
+    assert " act=detected " in cef and " outcome=success " in cef and "|7|" in cef
+    assert "flexString1=observed flexString1Label=decidedBy" in cef
+    ecs = to_ecs(v)["event"]
+    assert ecs["outcome"] == "success" and ecs["type"][-1] == "allowed" and ecs["kind"] == "alert"
+    # The same deny enforced: blocked, everywhere.
+    e = build_view(outcome(tool, tool_input, "deny", blocked=True, reason="no"), seq=3)
+    assert e.enforced and [r["disposition_id"] for r in to_ocsf(e)] == [2, 2]
+    assert " act=blocked " in to_cef(e) and " outcome=failure " in to_cef(e)
+    assert to_ecs(e)["event"]["outcome"] == "failure"
 
 
 def test_ocsf_specific_fields() -> None:
