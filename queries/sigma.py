@@ -78,7 +78,8 @@ FIELDS: dict[str, str] = {
     "SessionId": "session_id",
     "CurrentDirectory": "cwd",
     "Decision": "allow, deny, ask, defer or none",
-    "Blocked": "true when the call was stopped",
+    "Blocked": "true when the call was stopped (a deny nobody waited for, DecidedBy observed, is not)",
+    "DecidedBy": "policy, fallback, rejected or observed (observe mode, backfill: nobody waited)",
     "CommandLine": "Bash tool_input.command",
     "Image": "the first word of CommandLine (words split at ASCII white space)",
     "TargetFilename": "the first non-empty string of tool_input.file_path, notebook_path, path",
@@ -200,7 +201,8 @@ def event_fields(o: Outcome) -> dict[str, Any]:
         "SessionId": ev.session_id,
         "CurrentDirectory": ev.cwd,
         "Decision": o.decision or "none",
-        "Blocked": o.blocked,
+        "Blocked": o.blocked and o.decided_by != "observed",
+        "DecidedBy": o.decided_by,
         "Prompt": _str(payload.get("prompt")),
     }
     for k, v in ti.items():

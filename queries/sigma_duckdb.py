@@ -56,6 +56,7 @@ COLUMNS = (
     "CurrentDirectory",
     "Decision",
     "Blocked",
+    "DecidedBy",
     "CommandLine",
     "Image",
     "TargetFilename",
@@ -196,7 +197,8 @@ _STRING_COLUMNS = [c for c in COLUMNS if c != "Blocked"]
 _SIGMA_EVENTS = f"""
 WITH o AS (
     SELECT id, ts, worker, seq, event, tool_name, "user", host, session_id, cwd, decision,
-        blocked, settings_id, json_extract_string(record, '$.event.payload') AS payload_text
+        blocked, coalesce(decided_by, 'policy') AS decided_by, settings_id,
+        json_extract_string(record, '$.event.payload') AS payload_text
     FROM outcomes WHERE {{where}}
 ), p AS (
     SELECT *, CASE WHEN json_valid(payload_text) THEN CAST(payload_text AS JSON) END AS payload
@@ -210,7 +212,8 @@ WITH o AS (
         event AS "EventName", tool_name AS "ToolName", "user" AS "User", host AS "Host",
         session_id AS "SessionId", cwd AS "CurrentDirectory",
         coalesce(decision, 'none') AS "Decision",
-        CASE WHEN blocked THEN 'true' ELSE 'false' END AS "Blocked",
+        CASE WHEN blocked AND decided_by <> 'observed' THEN 'true' ELSE 'false' END AS "Blocked",
+        decided_by AS "DecidedBy",
         {_obj_str("tool_input", "command")} AS "CommandLine",
         coalesce(nullif({_obj_str("tool_input", "file_path")}, ''),
                  nullif({_obj_str("tool_input", "notebook_path")}, ''),

@@ -40,6 +40,7 @@ FIELDS = [  # the often-filled fields more often
     "ToolName",
     "Decision",
     "Blocked",
+    "DecidedBy",
     "Prompt",
     "tool_input.title",
     "Nope",
@@ -133,7 +134,12 @@ def outcome(draw: Any, vocab: list[str]) -> Outcome:
         user=draw(st.sampled_from(["", "Alice"])),
         ts=datetime.now(UTC) - timedelta(minutes=5),
     )
-    return Outcome(event=ev, settings_id="sid", decision=decision, blocked=decision == "deny")
+    by = draw(
+        st.sampled_from(["policy", "policy", "observed", "fallback"])
+    )  # observed: not stopped
+    return Outcome(
+        event=ev, settings_id="sid", decision=decision, blocked=decision == "deny", decided_by=by
+    )
 
 
 @settings(

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -98,6 +99,12 @@ def test_semantics() -> None:
     # keywords match any field's value
     assert hit(rule("  k: ['*done_now*']\n  condition: k"), bash)
     assert hit(rule("  s: {Blocked: false, Decision: allow}\n  condition: s"), bash)
+    # Blocked: the call was stopped; a deny nobody waited for (observed) is not
+    stopped = msgspec.structs.replace(bash, decision="deny", blocked=True)
+    ran = msgspec.structs.replace(stopped, decided_by="observed")
+    assert hit(rule("  s: {Blocked: true}\n  condition: s"), stopped)
+    assert not hit(rule("  s: {Blocked: true}\n  condition: s"), ran)
+    assert hit(rule("  s: {Decision: deny, DecidedBy: observed}\n  condition: s"), ran)
     # a category restricts to the PreToolUse event of its tools
     assert not hit(rule("  s: {ToolName: Bash}\n  condition: s", "file_event"), bash)
     mcp = oc("mcp__github__create_issue", {"title": "x"})
