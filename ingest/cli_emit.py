@@ -95,7 +95,9 @@ class _HookCommand(click.Command):
     type=click.FloatRange(min=0.0),
     default=10.0,
     show_default=True,
-    help="With --wait: seconds to wait for the decision.",
+    help="With --wait: the answer comes within this many seconds of the start (the "
+    "decision, or the --fail answer when none came in time). Keep the hook's timeout in "
+    "settings above it: Claude Code lets a call run when it stops a hook.",
 )
 @click.option(
     "--fail",

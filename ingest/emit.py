@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,19 +122,32 @@ class EmitOptions(msgspec.Struct, frozen=True, kw_only=True):
     timeout: float = 10.0
     fail: FailMode = "open"
     flush_budget: float = 2.0
+    #: when this emit (or the relay's request) began: with `wait`, the answer is due by
+    #: `started + timeout`, whatever the steps before the decision took (`budget`)
+    started: float = msgspec.field(default_factory=time.monotonic)
 
     def max_bytes(self) -> int:
         """The largest event accepted (`engine.payload.MAX_EVENT_BYTES`)."""
         return MAX_EVENT_BYTES
 
     def budget(self) -> float:
-        """A bound on the whole delivery, over the bounds of its steps."""
+        """A bound on the whole delivery, over the bounds of its steps. With `wait` it is
+        also what is left of `timeout` since `started`: Claude Code stops a hook at its own
+        timeout and then lets the call run, so the answer (the decision, or the --fail
+        answer) must come by then, however slow connecting, the spool or publishing was."""
         t = self.target
         servers = max(1, (t.nats_url or "").count(",") + 1)
         connect = 2 * t.connect_timeout * servers + 0.5
-        return (
-            connect + self.flush_budget + 8 * t.publish_timeout + (self.timeout if self.wait else 0)
-        )
+        steps = connect + self.flush_budget + 8 * t.publish_timeout
+        if not self.wait:
+            return steps
+        # a little past the deadline: the wait for the decision itself ends at it (and says
+        # so); this bound is for the steps before, which nothing else cuts short
+        return max(0.0, min(steps + self.timeout, self.left() + DEADLINE_GRACE))
+
+    def left(self) -> float:
+        """Seconds until the answer is due (`wait`)."""
+        return self.timeout - (time.monotonic() - self.started)
 
 
 # -- emitting ---------------------------------------------------------------------------
@@ -293,8 +307,9 @@ async def _deliver_on(
             if has_pending(opts.target.data_dir):
                 # Best effort, bounded: what does not fit in the budget stays spooled,
                 # and a spool we cannot flush must not stop this event.
+                # This event goes first: the spool gets at most a quarter of what is left.
                 with contextlib.suppress(HookauditError, OSError):
-                    await spool.flush(publish, budget=opts.flush_budget)
+                    await spool.flush(publish, budget=_flush_budget(opts))
             sub = None
             reply_to = None
             if opts.wait:
@@ -312,10 +327,24 @@ async def _deliver_on(
                 return Result("duplicate" if sent.duplicate else "published"), nc
             return await _await_decision(event, opts, sub), nc
     except TimeoutError:
-        why = f"delivery took longer than {opts.budget():.0f}s"
+        why = (
+            f"no answer within {opts.timeout:g}s"
+            if opts.wait
+            else f"delivery took longer than {opts.budget():.0f}s"
+        )
         if not acked:
             return undelivered(event, opts, spool, why, maybe_stored=sending), nc
         return fail_result(event.event, opts.fail, f"no decision: {why}", status="no-decision"), nc
+
+
+#: Past `EmitOptions.left()`, how long the steps before the wait may still run.
+DEADLINE_GRACE = 0.25
+#: How long a fallback notice may hold the answer back before it goes to the spool.
+NOTICE_TIMEOUT = 0.5
+
+
+def _flush_budget(opts: EmitOptions) -> float:
+    return min(opts.flush_budget, opts.left() / 4) if opts.wait else opts.flush_budget
 
 
 def too_big(event: HookEvent, opts: EmitOptions, spool: Spool, why: str) -> Result:
@@ -338,8 +367,8 @@ async def notify(
     Bounded; spooled when it cannot be published; never changes the answer."""
     fb = fallback(event.event, opts.fail, answer.status, answer, notice=True)
     note = msgspec.structs.replace(event, fallback=fb)
-    try:
-        await asyncio.wait_for(Publisher(nc, opts.target)(note), opts.target.publish_timeout)
+    try:  # the answer is due: a short try, then the spool (the next flush publishes it)
+        await asyncio.wait_for(Publisher(nc, opts.target)(note), NOTICE_TIMEOUT)
     except Exception:
         with contextlib.suppress(Unavailable):
             spool.append(note)
@@ -384,7 +413,7 @@ async def _await_decision(event: HookEvent, opts: EmitOptions, sub: Any) -> Resu
     except HookauditError as e:
         return fail_result(event.event, opts.fail, f"no decision: {e}", status="no-decision")
     try:
-        got = await asyncio.wait_for(_next_reply(event, sub, verifier), opts.timeout)
+        got = await asyncio.wait_for(_next_reply(event, sub, verifier), max(0.0, opts.left()))
     except TimeoutError:
         return late_result(event, opts)
     return reply_result(event, opts, got)

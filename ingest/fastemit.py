@@ -71,6 +71,7 @@ REQUEST_MAGIC = b"HAE1"
 ANSWER_MAGIC = b"HAR1"
 #: Past the relay's own bounds (publish, spool, notice), how long to wait for it.
 SLACK = 15.0
+WAIT_SLACK = 2.0
 _MAX_ANSWER = 1 << 24
 
 
@@ -258,7 +259,9 @@ def _check_peer(s: _socket.socket, path: str) -> None:
 
 
 def _ask(path: str, a: Args, body: bytes) -> tuple[int, str, bytes, bytes]:
-    bound = SLACK + (a.timeout if a.wait else 0.0)
+    # With --wait the relay answers within --timeout (its own budget); a relay silent past
+    # that plus a little is a failure, answered per --fail before Claude Code's hook timeout.
+    bound = a.timeout + WAIT_SLACK if a.wait else SLACK
     s = _connect(path, bound)
     try:
         _check_peer(s, path)

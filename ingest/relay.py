@@ -292,7 +292,7 @@ class Relay:
                     event.event, opts.fail, f"no decision: {e}", status="no-decision"
                 )
             try:
-                got = await asyncio.wait_for(fut, opts.timeout)
+                got = await asyncio.wait_for(fut, max(0.0, opts.left()))  # due by then
             except TimeoutError:
                 result = late_result(event, opts)
             else:
