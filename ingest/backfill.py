@@ -136,7 +136,8 @@ def transcripts(paths: Iterable[Path]) -> Iterator[Path]:
     """The `.jsonl` files named, and those under the directories named, sorted."""
     for p in paths:
         if p.is_dir():
-            yield from sorted(q for q in p.rglob("*.jsonl") if q.is_file())
+            # Claude Code's transcripts (not the log's segments: those are ingest.log's)
+            yield from sorted(q for q in p.rglob("*") if q.suffix == ".jsonl" and q.is_file())
         else:
             yield p
 
