@@ -13,17 +13,16 @@ Rules of this file:
   queued, one the producer waits to queue), all kept alive together during an outage.
   Batches are sent, and records retried, in delivery order: a batch goes only after the
   one before it was accepted or parked.
-- A sink with ``window = 2`` (HEC) has up to two batches in flight: the next one is sent
-  while the one before waits for its indexer ack; either is re-sent on its own when its ack
-  does not come, and each batch's messages are acked only after its own ack. Batches may
-  then reach the receiver out of order; nothing is acked before the receiver took it.
+- A sink with ``window = 2`` (HEC) has up to two batches in flight: the next is sent while
+  the one before waits for its indexer ack; each is re-sent alone when its ack does not
+  come, and acked only after its own ack (so batches may arrive out of order).
 - SIGTERM finishes the send in hand, then naks what is not acked, the queued batches too
-  (redelivered at once to the next run), and stops.
+  (redelivered at once to the next run), and stops. Started before the stream exists (no
+  worker has made it yet), it waits for it.
 
 Example:
-    fwd = Forwarder(connect=co, names=names(), name="splunk", fmt="ocsf", sink=sink,
-                    redactor=Redactor(key=k), data_dir=d)
-    await fwd.run()
+    await Forwarder(connect=co, names=names(), name="splunk", fmt="ocsf", sink=sink,
+                    redactor=Redactor(key=k), data_dir=d).run()
 """
 
 from __future__ import annotations
@@ -63,6 +62,10 @@ __all__ = ["NAME_OK", "Forwarder", "consumer_name"]
 
 _log = logging.getLogger("hookaudit.siem")
 NAME_OK = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_STREAM_NOT_FOUND = 10059  # JetStream's "stream not found"
+
+
+class _NoStream(Exception): ...
 
 
 def consumer_name(name: str) -> str:
@@ -135,6 +138,8 @@ class Forwarder:
                 await js.add_consumer(self.names.outcomes_stream, cfg)
                 return
         except Exception as e:
+            if getattr(e, "err_code", None) == _STREAM_NOT_FOUND:
+                raise _NoStream(f"stream {self.names.outcomes_stream} does not exist yet") from e
             raise Unavailable(
                 f"consumer {cfg.durable_name} on {self.names.outcomes_stream}: {e}"
             ) from e
@@ -145,6 +150,23 @@ class Forwarder:
                 f"use another --name or remove it (nats consumer rm "
                 f"{self.names.outcomes_stream} {cfg.durable_name})"
             )
+
+    async def _await_consumer(self, js: Any) -> bool:
+        """The consumer, once the stream exists (a worker makes it): False if stopped first."""
+        wait = 0.5
+        while True:
+            try:
+                await self._ensure_consumer(js)
+            except _NoStream as e:
+                if wait == 0.5:  # said once
+                    _log.warning("%s: waiting (a worker or `hookaudit nats provision` makes it)", e)
+            else:
+                return True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), wait)
+            if self.stopping.is_set():
+                return False
+            wait = min(wait * 2, 5.0)
 
     def _format(self, msg: Any) -> tuple[list[Formatted], str | None]:
         seq = stream_seq(msg)
@@ -169,7 +191,8 @@ class Forwarder:
         producer: asyncio.Task[None] | None = None
         try:
             js = nc.jetstream()
-            await self._ensure_consumer(js)
+            if not await self._await_consumer(js):
+                return self.counters  # stopped while waiting for the stream
             puller = Puller(nc, self.names.outcomes_stream, consumer_name(self.name))
             await puller.start()
             write_counters(self.data_dir, self.counters)

@@ -76,6 +76,26 @@ async def test_contract_ocsf_to_file_resumes_after_restart(
     assert (s["name"], s["sent"], s["lag"], s["parked"], s["running"]) == ("t", 18, 0, 0, True)
 
 
+async def test_a_sink_started_before_the_streams_waits_for_them(
+    nats_server: Any, nc: Any, names: Any, tmp_path: Path
+) -> None:
+    """A sink is a service (systemd starts it beside the workers, which make the streams):
+    it waits for the outcomes stream instead of exiting, then forwards from the start."""
+    out = tmp_path / "ocsf.ndjson"
+    fwd = Forwarder(nats_server.url, names, tmp_path / "d", "--name", "early", "--format",
+                    "ocsf", "--to", f"file://{out}").start()  # fmt: skip
+    try:
+        time.sleep(2.5)  # several tries at the missing stream
+        assert fwd.proc is not None and fwd.proc.poll() is None, fwd.stop()
+        await publish(nc, names, make_outcomes(3))  # provisions, then publishes
+        wait_for(lambda: len(lines(out)) >= 4, what="3 outcomes (1 denial) after the wait")
+    finally:
+        rc, err = fwd.stop()
+    assert rc == 0, err
+    assert err.count("does not exist yet: waiting") == 1, err  # said once
+    assert "Traceback" not in err and len(lines(out)) == 4
+
+
 async def test_hostile_values_in_cef_are_escaped_and_bounded(
     nats_server: Any, nc: Any, names: Any, tmp_path: Path
 ) -> None:
