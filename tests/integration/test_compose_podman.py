@@ -52,6 +52,7 @@ from tests.integration.podman_support import (
     podman_runtime,
     stand_in_images,
 )
+from tests.integration.test_compose_native import _hook_input
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -62,19 +63,6 @@ HOOKAUDIT_SERVICES = ("provision", "worker-1", "worker-2", "serve")
 def runtime() -> Iterator[Runtime]:
     with podman_runtime() as rt:
         yield rt
-
-
-def hook_input(session: str, command: str, n: int) -> dict:
-    return {
-        "session_id": session,
-        "transcript_path": f"/home/dev/.claude/projects/p/{session}.jsonl",
-        "cwd": "/home/dev/project",
-        "permission_mode": "default",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-        "tool_use_id": f"toolu_podman_{n:04d}",
-    }
 
 
 def test_compose_file_under_podman(runtime: Runtime) -> None:
@@ -189,7 +177,7 @@ def test_compose_file_under_podman(runtime: Runtime) -> None:
                 time.sleep(0.3)
         session = f"podman-{uuid.uuid4().hex[:8]}"
         with pytest.raises(urllib.error.HTTPError) as refused:
-            send(hook_input(session, "ls", 0), auth=False)
+            send(_hook_input(session, "ls", 0), auth=False)
         refused.value.close()
         assert refused.value.code == 401
 
@@ -202,12 +190,12 @@ def test_compose_file_under_podman(runtime: Runtime) -> None:
             deadline = time.monotonic() + 90
             while True:
                 n = next(counter)
-                got, reason = send(hook_input(session, "ls -la", n))
-                sent.add(f"toolu_podman_{n:04d}")
+                got, reason = send(_hook_input(session, "ls -la", n))
+                sent.add(f"toolu_compose_{n:04d}")
                 if got == "allow":
                     return
                 assert "no decision" in reason, reason
-                fallback.add(f"toolu_podman_{n:04d}")
+                fallback.add(f"toolu_compose_{n:04d}")
                 assert time.monotonic() < deadline, f"{why}: no worker answered\n{logs()[-4000:]}"
                 time.sleep(0.5)
 
@@ -216,8 +204,8 @@ def test_compose_file_under_podman(runtime: Runtime) -> None:
             for _ in range(k):
                 n = next(counter)
                 bad = n % 2 == 0
-                got, reason = send(hook_input(session, "rm -rf /" if bad else f"git status {n}", n))
-                sent.add(f"toolu_podman_{n:04d}")
+                got, reason = send(_hook_input(session, "rm -rf /" if bad else f"git status {n}", n))
+                sent.add(f"toolu_compose_{n:04d}")
                 answers[got] += 1
                 if bad:  # the policy's deny, not serve's fallback
                     assert got == "deny" and "rm -rf outside the project" in reason, reason
