@@ -204,7 +204,9 @@ def test_compose_file_under_podman(runtime: Runtime) -> None:
             for _ in range(k):
                 n = next(counter)
                 bad = n % 2 == 0
-                got, reason = send(_hook_input(session, "rm -rf /" if bad else f"git status {n}", n))
+                got, reason = send(
+                    _hook_input(session, "rm -rf /" if bad else f"git status {n}", n)
+                )
                 sent.add(f"toolu_compose_{n:04d}")
                 answers[got] += 1
                 if bad:  # the policy's deny, not serve's fallback
