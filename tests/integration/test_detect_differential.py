@@ -153,24 +153,25 @@ def test_detect_sql_over_the_log_agrees_with_the_python_matcher(data: Any) -> No
     texts = data.draw(st.lists(rule(vocab), min_size=1, max_size=3), label="rules")
     outcomes = data.draw(st.lists(outcome(vocab), min_size=1, max_size=8), label="outcomes")
     rules = [r for i, t in enumerate(texts) for r in load_rules(t, f"r{i}.yml")]
-    d = Path(tempfile.mkdtemp(prefix="detect-diff-"))
-    with LogWriter.open(d, "w1") as w:
-        w.append_batch(outcomes)
-    want = {
-        (rules.index(r), o.event.id)
-        for o in iter_outcomes(d)
-        if o.replay_id is None
-        for r in rules
-        if matches(r, event_fields(o))
-    }
-    con = open_db(d)
-    try:
-        found, positions = detect_history(con, rules)
-    finally:
-        con.close()
-    got = {(rules.index(m.rule), m.id) for m in found}
-    assert got == want, (texts, [o.event.payload for o in outcomes])
-    assert positions == {"w1": len(outcomes)}
+    with tempfile.TemporaryDirectory(prefix="detect-diff-") as tmp:
+        d = Path(tmp)
+        with LogWriter.open(d, "w1") as w:
+            w.append_batch(outcomes)
+        want = {
+            (rules.index(r), o.event.id)
+            for o in iter_outcomes(d)
+            if o.replay_id is None
+            for r in rules
+            if matches(r, event_fields(o))
+        }
+        con = open_db(d)
+        try:
+            found, positions = detect_history(con, rules)
+        finally:
+            con.close()
+        got = {(rules.index(m.rule), m.id) for m in found}
+        assert got == want, (texts, [o.event.payload for o in outcomes])
+        assert positions == {"w1": len(outcomes)}
 
 
 def test_follow_reads_only_past_its_positions(tmp_path: Path) -> None:
@@ -389,12 +390,13 @@ def test_correlations_in_sql_agree_with_the_python_matcher(data: Any) -> None:
     texts.append(data.draw(correlation(n), label="correlation"))
     outcomes = data.draw(st.lists(timed_outcome(vocab), min_size=3, max_size=12), label="log")
     (c,) = load_rule_set([("---\n".join(texts), "c.yml")]).correlations
-    d = Path(tempfile.mkdtemp(prefix="detect-corr-"))
-    with LogWriter.open(d, "w1") as w:
-        w.append_batch(outcomes)
-    want = python_hits(d, c)
-    event(f"{c.kind}: {'hits' if want else 'no hit'}")
-    assert sql_hits(d, c) == want, (texts, [(o.event.ts, o.event.payload) for o in outcomes])
+    with tempfile.TemporaryDirectory(prefix="detect-corr-") as tmp:
+        d = Path(tmp)
+        with LogWriter.open(d, "w1") as w:
+            w.append_batch(outcomes)
+        want = python_hits(d, c)
+        event(f"{c.kind}: {'hits' if want else 'no hit'}")
+        assert sql_hits(d, c) == want, (texts, [(o.event.ts, o.event.payload) for o in outcomes])
 
 
 @settings(
@@ -419,23 +421,24 @@ def test_follow_turns_find_what_one_pass_finds(data: Any) -> None:
         outcomes.sort(key=lambda o: o.event.ts)
     cut = data.draw(st.integers(1, len(outcomes) - 1), label="cut")
     (c,) = load_rule_set([("---\n".join(texts), "c.yml")]).correlations
-    d = Path(tempfile.mkdtemp(prefix="detect-follow-"))
-    with LogWriter.open(d, "w1") as w:
-        w.append_batch(outcomes[:cut])
-    first = sql_hits(d, c)
-    with LogWriter.open(d, "w1") as w:
-        w.append_batch(outcomes[cut:])
-    new_from = min(o.event.ts for o in outcomes[cut:])
-    second = sql_hits(d, c, new_from=new_from)
-    whole = python_hits(d, c)
-    # a hit is named by (anchor, group); its count may differ between turns
-    seen = {h[:2] for h in first} | {h[:2] for h in second}
-    assert {h[:2] for h in whole} <= seen
-    if in_order or c.op in ("gt", "gte"):
-        final = {h[:2]: h for h in first} | {h[:2]: h for h in second}
-        assert set(final.values()) >= whole
-        if in_order:
-            assert set(final.values()) == whole
+    with tempfile.TemporaryDirectory(prefix="detect-follow-") as tmp:
+        d = Path(tmp)
+        with LogWriter.open(d, "w1") as w:
+            w.append_batch(outcomes[:cut])
+        first = sql_hits(d, c)
+        with LogWriter.open(d, "w1") as w:
+            w.append_batch(outcomes[cut:])
+        new_from = min(o.event.ts for o in outcomes[cut:])
+        second = sql_hits(d, c, new_from=new_from)
+        whole = python_hits(d, c)
+        # a hit is named by (anchor, group); its count may differ between turns
+        seen = {h[:2] for h in first} | {h[:2] for h in second}
+        assert {h[:2] for h in whole} <= seen
+        if in_order or c.op in ("gt", "gte"):
+            final = {h[:2]: h for h in first} | {h[:2]: h for h in second}
+            assert set(final.values()) >= whole
+            if in_order:
+                assert set(final.values()) == whole
 
 
 STEP = (
