@@ -234,7 +234,7 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
     from ingest.nats import names
     from ingest.siem.forward import NAME_OK, Forwarder
     from ingest.siem.redact import Redactor, parse_pattern
-    from ingest.siem.targets import TlsFiles, parse_target, redact_url
+    from ingest.siem.targets import TlsFiles, parse_filter, parse_target, redact_url
 
     logging.basicConfig(
         level=logging.INFO if o["verbose"] else logging.WARNING,
@@ -244,6 +244,7 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
         raise click.UsageError(f"--name {o['name']!r}: expected 1-64 of [A-Za-z0-9_-]")
     d = o["data_dir"] or default_data_dir()
     try:
+        subject_filter = o["subject_filter"] and parse_filter(o["subject_filter"])
         extra = [parse_pattern(s) for s in o["redact_specs"]]
         tls = TlsFiles(o["tls_ca"], o["tls_cert"], o["tls_key"])
         sink = parse_target(
@@ -268,7 +269,7 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
             sink=sink,
             redactor=redactor,
             data_dir=d,
-            filter=o["subject_filter"],
+            filter=subject_filter,
             batch=o["batch"],
             ack_wait=o["ack_wait"],
             to=redact_url(o["to"]),

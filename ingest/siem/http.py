@@ -31,7 +31,7 @@ import httpx
 import msgspec
 
 from ingest.siem.formats import Formatted
-from ingest.siem.sink import Delivery, Keepalive, SinkDown
+from ingest.siem.sink import Delivery, Keepalive, SinkDown, redact_url
 
 __all__ = ["ElasticSink", "HecSink", "WebhookSink", "hec_event"]
 
@@ -78,7 +78,7 @@ class WebhookSink(_HttpBase):
         self, url: str, *, token: str | None, verify: ssl.SSLContext | bool, timeout: float = 10.0
     ) -> None:
         super().__init__(url, verify=verify, timeout=timeout)
-        self.name = url.split("?")[0]
+        self.name = redact_url(url)
         self.headers = {"Content-Type": "application/x-ndjson"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"

@@ -19,12 +19,39 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from ingest.siem.formats import Formatted
 
-__all__ = ["Delivery", "Keepalive", "Sink", "SinkDown"]
+__all__ = ["Delivery", "Keepalive", "Sink", "SinkDown", "redact_url"]
 
 Keepalive = Callable[[], Awaitable[None]]
+
+
+def redact_url(url: str) -> str:
+    """`url` as status, logs and errors may show it: no password, no query (a webhook's
+    token often rides there), nothing past the scheme when it does not parse and may hold
+    credentials.
+
+    Example:
+        >>> redact_url("elastic+https://u:pw@h:9200/i")
+        'elastic+https://u:***@h:9200/i'
+        >>> redact_url("https://h/hook?token=s3cret")
+        'https://h/hook?…'
+    """
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        if "@" not in url and "?" not in url:
+            return url
+        return url.split("://", 1)[0] + "://…" if "://" in url else "…"
+    out = url.split("#", 1)[0]
+    if parts.query:
+        out = out.split("?", 1)[0] + "?…"
+    if password is not None:
+        out = out.replace(f":{password}@", ":***@", 1)
+    return out
 
 
 class SinkDown(Exception):

@@ -7,16 +7,20 @@ Example:
 
 from __future__ import annotations
 
+import difflib
+import re
 import ssl
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
+
+from engine.events import CATALOG
 
 from ingest.siem.files import FileSink, StdoutSink
 from ingest.siem.http import ElasticSink, HecSink, WebhookSink
-from ingest.siem.sink import Sink
+from ingest.siem.sink import Sink, redact_url
 from ingest.siem.syslog import SyslogSink
 
-__all__ = ["SCHEMES", "TlsFiles", "parse_target", "redact_url"]
+__all__ = ["DECISIONS", "SCHEMES", "TlsFiles", "parse_filter", "parse_target", "redact_url"]
 
 SCHEMES = (
     "syslog+udp://",
@@ -28,6 +32,47 @@ SCHEMES = (
     "file://",
     "-",
 )
+
+
+#: The decision token of an outcome's subject (``none``: no hook decided).
+DECISIONS = ("allow", "ask", "defer", "deny", "none")
+_HOST_OK = re.compile(r"[A-Za-z0-9._:-]+")
+
+
+def parse_filter(text: str) -> str:
+    """``--filter EVENT[.DECISION]`` checked: each token a known event (decision) or ``*``,
+    or ``>`` last. A typo would forward nothing, silently, so it is an error that says so.
+
+    Example:
+        >>> parse_filter("PreToolUse.deny"), parse_filter("*.deny"), parse_filter("Stop.>")
+        ('PreToolUse.deny', '*.deny', 'Stop.>')
+        >>> parse_filter("PretoolUse")
+        Traceback (most recent call last):
+        ...
+        ValueError: --filter 'PretoolUse': no event 'PretoolUse' (did you mean PreToolUse?)
+    """
+    tokens = text.split(".")
+    if len(tokens) > 2 or not all(tokens):
+        raise ValueError(f"--filter {text!r}: expected EVENT or EVENT.DECISION, like PreToolUse.deny")
+    for i, (tok, known) in enumerate(zip(tokens, (sorted(CATALOG), DECISIONS), strict=False)):
+        if tok == "*" or (tok == ">" and i == len(tokens) - 1) or tok in known:
+            continue
+        what = ("event", "decision")[i]
+        near = difflib.get_close_matches(tok, known, n=1)
+        hint = f"did you mean {near[0]}?" if near else f"one of: *, {', '.join(known)}"
+        raise ValueError(f"--filter {text!r}: no {what} {tok!r} ({hint})")
+    return text
+
+
+def _split(url: str) -> SplitResult:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a bad port raises here
+    except ValueError as e:
+        raise ValueError(f"--to {redact_url(url)}: {e}") from e
+    if parts.hostname is not None and not _HOST_OK.fullmatch(parts.hostname):
+        raise ValueError(f"--to {redact_url(url)}: bad host {parts.hostname!r}")
+    return parts
 
 
 @dataclass(frozen=True)
@@ -53,27 +98,11 @@ class TlsFiles:
         return ctx
 
 
-def redact_url(url: str) -> str:
-    """`url` without its password, for status and errors.
-
-    Example:
-        >>> redact_url("elastic+https://u:pw@h:9200/i")
-        'elastic+https://u:***@h:9200/i'
-    """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return url.replace(f":{parts.password}@", ":***@", 1)
-
-
 def _host_port(url: str, default_port: int) -> tuple[str, int]:
-    parts = urlsplit(url)
-    try:
-        port = parts.port or default_port
-    except ValueError as e:
-        raise ValueError(f"--to {url}: bad port") from e
+    parts = _split(url)
+    port = parts.port or default_port
     if not parts.hostname:
-        raise ValueError(f"--to {url}: expected a host, like syslog+tcp://HOST:PORT")
+        raise ValueError(f"--to {redact_url(url)}: expected a host, like syslog+tcp://HOST:PORT")
     return parts.hostname, port
 
 
@@ -92,7 +121,7 @@ def parse_target(
         return StdoutSink()
     scheme, sep, rest = url.partition("://")
     if not sep:
-        raise ValueError(f"--to {url!r}: expected one of {', '.join(SCHEMES)}")
+        raise ValueError(f"--to {redact_url(url)!r}: expected one of {', '.join(SCHEMES)}")
     if scheme == "file":
         if not rest:
             raise ValueError("--to file://: expected a path, like file:///var/log/hookaudit.ndjson")
@@ -105,9 +134,9 @@ def parse_target(
     verify: ssl.SSLContext | bool = tls.context() if https else False
     inner = scheme.partition("+")[2] or scheme
     if inner not in ("http", "https"):
-        raise ValueError(f"--to {url!r}: expected one of {', '.join(SCHEMES)}")
-    parts = urlsplit(f"{inner}://{rest}")
+        raise ValueError(f"--to {redact_url(url)!r}: expected one of {', '.join(SCHEMES)}")
     _host_port(f"{inner}://{rest}", 443)
+    parts = urlsplit(f"{inner}://{rest}")
     base = f"{inner}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
     if parts.hostname and ":" in parts.hostname:
         base = f"{inner}://[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
@@ -124,4 +153,4 @@ def parse_target(
         return ElasticSink(base, index, token=token, auth=auth, verify=verify)
     if scheme in ("https", "http"):
         return WebhookSink(url, token=token, verify=verify)
-    raise ValueError(f"--to {url!r}: expected one of {', '.join(SCHEMES)}")
+    raise ValueError(f"--to {redact_url(url)!r}: expected one of {', '.join(SCHEMES)}")
