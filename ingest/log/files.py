@@ -32,6 +32,7 @@ from ingest.log.layout import stamp_name
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
+    "Held",
     "fsync_dir",
     "holder",
     "lock",
@@ -39,6 +40,7 @@ __all__ = [
     "open_append",
     "replace_durably",
     "set_aside",
+    "take_lock",
     "write_durably",
 ]
 
@@ -119,19 +121,24 @@ def set_aside(path: Path, keep: int, suffix: str, clock: Callable[[], float]) ->
     return aside
 
 
-def lock(path: Path, worker: str) -> int:
-    """Take the writer's flock on `path` and write this pid into it; Unavailable when held."""
+class Held(Exception):
+    """`take_lock` found the lock held; `pid` is what its file says (``?`` when empty)."""
+
+    def __init__(self, path: Path, pid: str) -> None:
+        super().__init__(f"{path}: held by pid {pid}")
+        self.pid = pid
+
+
+def take_lock(path: Path) -> int:
+    """Take an exclusive flock on `path` and write this pid into it; the fd holds it until
+    closed (a process that dies lets go). Raises `Held` when another process has it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
         os.close(fd)
-        raise Unavailable(
-            f"{path}: the log of worker {worker!r} is already open by another writer "
-            f"(pid {pid}): stop worker pid {pid} first, or give each worker process its own "
-            "worker name"
-        ) from None
+        raise Held(path, pid) from None
     except OSError:
         os.close(fd)
         raise
@@ -140,6 +147,18 @@ def lock(path: Path, worker: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def lock(path: Path, worker: str) -> int:
+    """Take the writer's flock on `path` and write this pid into it; Unavailable when held."""
+    try:
+        return take_lock(path)
+    except Held as h:
+        raise Unavailable(
+            f"{path}: the log of worker {worker!r} is already open by another writer "
+            f"(pid {h.pid}): stop worker pid {h.pid} first, or give each worker process its "
+            "own worker name"
+        ) from None
 
 
 def holder(path: Path) -> int | None:

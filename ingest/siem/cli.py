@@ -9,7 +9,6 @@ import os
 import secrets
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -279,11 +278,23 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
             loop.add_signal_handler(sig, fwd.stop)
         return await fwd.run()
 
+    from ingest.siem.state import hold_sink
+
+    try:
+        held = hold_sink(d, o["name"])
+    except OSError as e:
+        _fail(f"{d}/siem/{o['name']}/lock: {e.strerror or e}")
+        return
+    except HookauditError as exc:
+        _fail(str(exc))
+        return
     try:
         c = asyncio.run(_run())
     except HookauditError as exc:
         _fail(str(exc))
         return
+    finally:
+        os.close(held)
     click.echo(
         json.dumps(
             {
@@ -320,38 +331,21 @@ def siem_status(show_parked: int, **o: Any) -> None:
     """
     from ingest.nats import names
     from ingest.siem.forward import consumer_name
-    from ingest.siem.state import read_counters, read_parked, sink_names
+    from ingest.siem.state import BadState, sink_names, sink_report
 
     d = o["data_dir"] or default_data_dir()
-    wanted = [o["name"]] if o["name"] else sink_names(d)
     n = names(o["prefix"])
     sinks: list[dict[str, Any]] = []
-    for name in wanted:
-        c = read_counters(d, name)
-        if c is None:
-            _fail(f"{d}/siem/{name}/status.json: no such sink (never started here)")
-            return
-        count, last = read_parked(d, name, show_parked)
-        alive = c.pid is not None and _alive(c.pid)
-        sinks.append(
-            {
-                "name": name,
-                "to": c.to,
-                "format": c.format,
-                "running": alive,
-                "sent": c.sent,
-                "retried": c.retried,
-                "failed": c.failed,
-                "parked": count,
-                "messages": c.messages,
-                "lag": None,
-                "last_error": c.last_error,
-                "last_error_at": _iso(c.last_error_at),
-                "last_sent_at": _iso(c.last_sent_at),
-                "parked_records": last,
-            }
-        )
     ok = True
+    for name in [o["name"]] if o["name"] else sink_names(d):
+        try:
+            report = sink_report(d, name, show_parked)
+        except BadState as e:  # reported with the others; a running sink sets it aside
+            click.echo(f"hookaudit siem status: {e}", err=True)
+            report, ok = sink_report(d, name, show_parked, damaged=True), False
+        if report is None:
+            _fail(f"{d}/siem/{name}/status.json: no such sink (never started here)")
+        sinks.append(report)
 
     async def _lag() -> None:
         nonlocal ok
@@ -379,17 +373,3 @@ def siem_status(show_parked: int, **o: Any) -> None:
             ok = False
     click.echo(json.dumps({"sinks": sinks}, indent=2))
     sys.exit(0 if ok else 1)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _iso(t: float | None) -> str | None:
-    return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

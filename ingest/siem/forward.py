@@ -52,8 +52,8 @@ from ingest.siem.state import (
     Parked,
     append_parked,
     encode_counters,
+    load_counters,
     put_counters,
-    read_counters,
     write_counters,
 )
 from ingest.siem.view import view_of_msgpack
@@ -103,7 +103,7 @@ class Forwarder:
     window: int = field(init=False, default=1)  # batches in flight to the sink
 
     def __post_init__(self) -> None:
-        prev = read_counters(self.data_dir, self.name)
+        prev = load_counters(self.data_dir, self.name)
         self.counters = prev or Counters(name=self.name)
         self.counters.to, self.counters.format = self.to, self.fmt
         self.counters.consumer = consumer_name(self.name)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from engine.events import CATALOG
-
 from ingest.siem.files import FileSink, StdoutSink
 from ingest.siem.http import ElasticSink, HecSink, WebhookSink
 from ingest.siem.sink import Sink, redact_url
@@ -53,7 +52,9 @@ def parse_filter(text: str) -> str:
     """
     tokens = text.split(".")
     if len(tokens) > 2 or not all(tokens):
-        raise ValueError(f"--filter {text!r}: expected EVENT or EVENT.DECISION, like PreToolUse.deny")
+        raise ValueError(
+            f"--filter {text!r}: expected EVENT or EVENT.DECISION, like PreToolUse.deny"
+        )
     for i, (tok, known) in enumerate(zip(tokens, (sorted(CATALOG), DECISIONS), strict=False)):
         if tok == "*" or (tok == ">" and i == len(tokens) - 1) or tok in known:
             continue

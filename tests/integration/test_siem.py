@@ -76,6 +76,50 @@ async def test_contract_ocsf_to_file_resumes_after_restart(
     assert (s["name"], s["sent"], s["lag"], s["parked"], s["running"]) == ("t", 18, 0, 0, True)
 
 
+async def test_one_process_per_sink_and_running_means_running(
+    nats_server: Any, nc: Any, names: Any, tmp_path: Path
+) -> None:
+    """A second process of one sink is refused (it would overwrite the counters); `running`
+    is the sink's lock held, not a pid in status.json (pids are reused); a damaged
+    status.json is reported by `status` (exit 1, the sink still listed) and set aside by
+    the next start, which counts from zero."""
+    import os
+    import subprocess
+    import sys
+
+    out, d = tmp_path / "o.ndjson", tmp_path / "d"
+    await publish(nc, names, make_outcomes(3))
+    args = ("--name", "one", "--format", "json", "--to", f"file://{out}")
+    first = Forwarder(nats_server.url, names, d, *args).start()
+    wait_for(lambda: len(lines(out)) >= 3, what="3 outcomes")
+    second = Forwarder(nats_server.url, names, d, *args).start()
+    assert second.proc is not None and second.proc.wait(timeout=30) == 1
+    err = second.proc.communicate()[1].decode()
+    assert f"sink 'one' is already running in {d} (pid {first.proc.pid})" in err, err  # type: ignore[union-attr]
+    (s,) = first.status()["sinks"]
+    assert (s["running"], s["pid"]) == (True, first.proc.pid)  # type: ignore[union-attr]
+    assert first.stop()[0] == 0
+    status_file = d / "siem" / "one" / "status.json"
+    c = json.loads(status_file.read_text())
+    status_file.write_text(json.dumps({**c, "pid": os.getpid()}))  # a live pid, not the sink
+    (s,) = first.status()["sinks"]
+    assert (s["running"], s["pid"], s["sent"]) == (False, None, 3)
+    status_file.write_text('{"name": 5, "sent": ')
+    cmd = [sys.executable, "-m", "hookaudit", "siem", "status", "--nats", nats_server.url,
+           "--prefix", names.prefix, "--data-dir", str(d)]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and f"{status_file}: unreadable" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and json.loads(p.stdout)["sinks"][0]["name"] == "one"
+    await publish(nc, names, make_outcomes(2, start=50))
+    first.start()
+    wait_for(lambda: len(lines(out)) >= 5, what="2 more outcomes")
+    time.sleep(0.5)
+    (s,) = first.status()["sinks"]
+    rc, err = first.stop()
+    assert rc == 0 and "moved to status.json.bad, counting from zero" in err, err
+    assert s["sent"] == 2 and (d / "siem" / "one" / "status.json.bad").exists()
+
+
 async def test_a_sink_started_before_the_streams_waits_for_them(
     nats_server: Any, nc: Any, names: Any, tmp_path: Path
 ) -> None:
@@ -411,6 +455,8 @@ def test_bad_usage_is_exit_2(tmp_path: Path) -> None:
         (["--name", "a b", "--to", "-"], "--name"),
         (["--name", "x", "--to", "hec+https://h:8088"], "needs --token"),
         (["--name", "x", "--to", "-", "--redact", "bad"], "NAME=REGEX"),
+        (["--name", "x", "--to", "-", "--filter", "PretoolUse"], "did you mean PreToolUse?"),
+        (["--name", "x", "--to", "syslog+tcp://[::1"], "--to syslog+tcp://[::1: Invalid"),
     ]:
         p = subprocess.run(
             [sys.executable, "-m", "hookaudit", "siem", "--data-dir", str(tmp_path), *args],
