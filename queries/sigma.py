@@ -36,6 +36,8 @@ from sigma.conditions import (
     ConditionValueExpression,
 )
 from sigma.exceptions import SigmaError
+from sigma.policy import SigmaPolicy
+from sigma.policy.regex_engine import RE2RegexEngine
 from sigma.rule import SigmaRule
 from sigma.types import (
     SigmaBool,
@@ -119,11 +121,33 @@ class Rule:
     sigma: SigmaRule | None = None  # the rule as pySigma read it (for the DuckDB backend)
 
 
+class _QuietRE2(RE2RegexEngine):
+    """pySigma's RE2 check of a rule's regexes without RE2's own log line on stderr, and
+    with the reason as text (the binding gives bytes)."""
+
+    def compile(self, pattern: str, flags: int = 0) -> Any:
+        import re2  # type: ignore[import-untyped]
+
+        inline = "".join(c for f, c in ((re.I, "i"), (re.M, "m"), (re.S, "s")) if flags & f)
+        opts = re2.Options()
+        opts.log_errors = False
+        try:
+            return re2.compile(f"(?{inline}){pattern}" if inline else pattern, options=opts)
+        except re2.error as e:
+            why = e.args[0] if e.args else ""
+            raise re2.error(
+                why.decode(errors="replace") if isinstance(why, bytes) else why
+            ) from None
+
+
+_POLICY = SigmaPolicy(regex_engine=_QuietRE2())
+
+
 def parse_file(text: str, path: str, *, resolve: bool = True) -> SigmaCollection:
     """pySigma's collection of one YAML file; `resolve=False` leaves correlation references
     for a collection of several files. Raises RuleError naming the file."""
     try:
-        return SigmaCollection.from_yaml(text, resolve_references=resolve)
+        return SigmaCollection.from_yaml(text, resolve_references=resolve, policy=_POLICY)
     except SigmaError as e:
         raise RuleError(f"{path}: {e}") from e
     except (yaml.YAMLError, AttributeError, TypeError, ValueError, KeyError, RecursionError) as e:

@@ -79,6 +79,17 @@ def test_bad_rules_and_usage(tmp_path: Path) -> None:
     assert p.returncode == 1 and "bad.yml" in p.stderr and "Traceback" not in p.stderr
     p = detect(tmp_path, "--rules", str(RULES), "--since", "yesterday")
     assert p.returncode == 2 and "--since" in p.stderr
+    # a bad regex: one line of ours, as text, and no line of RE2's own logging
+    (rules / "bad.yml").write_text(
+        "title: x\nlogsource: {product: claude_code}\n"
+        'detection:\n  s: {CommandLine|re: "a(b"}\n  condition: s\n'
+    )
+    p = detect(tmp_path, "--rules", str(rules))
+    assert p.returncode == 1, p.stderr
+    assert (
+        p.stderr
+        == f"hookaudit: {rules / 'bad.yml'}: Regular expression 'a(b' is invalid: missing ): a(b\n"
+    )
 
 
 def test_matches_as_ocsf_detection_findings_to_a_siem_target(tmp_path: Path) -> None:
