@@ -62,12 +62,22 @@ def split_url(url: str) -> tuple[str, str]:
         >>> split_url("s3://logs/prod/hookaudit/")
         ('logs', 'prod/hookaudit')
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:
+        raise ValueError(f"{url!r}: {e}") from e
     if parts.scheme != "s3" or not parts.netloc:
         raise ValueError(f"{url!r}: expected s3://BUCKET[/PREFIX]")
     if parts.query or parts.fragment:
         raise ValueError(f"{url!r}: no query or fragment in an s3:// URL")
-    return parts.netloc, parts.path.strip("/")
+    prefix = parts.path.strip("/")
+    if any(c < " " or c == "\x7f" for c in url):
+        raise ValueError(f"{url!r}: control characters in an s3:// URL")
+    if prefix and any(seg in ("", ".", "..") for seg in prefix.split("/")):
+        # a key is no path, but readers that treat it as one (DuckDB's globs, a bucket
+        # mounted as files) would see another place than the ship recorded
+        raise ValueError(f"{url!r}: the prefix has an empty, '.' or '..' segment")
+    return parts.netloc, prefix
 
 
 def _endpoint_for(bucket: str, endpoint: str | None) -> str:
@@ -96,7 +106,10 @@ def _filesystem(bucket: str, endpoint: str | None = None) -> Any:
         if fs is None:
             kw: dict[str, Any] = {"region": region, "connect_timeout": 5, "request_timeout": 30}
             if where:
-                u = urlsplit(where)
+                try:
+                    u = urlsplit(where)
+                except ValueError as e:
+                    raise ValueError(f"S3 endpoint {where!r}: {e}") from e
                 if u.scheme not in ("http", "https") or not u.netloc:
                     raise ValueError(f"S3 endpoint {where!r}: expected http(s)://HOST[:PORT]")
                 kw.update(endpoint_override=u.netloc, scheme=u.scheme)

@@ -200,6 +200,17 @@ def test_bad_targets_are_one_line_errors(env: dict[str, str], tmp_path: Path) ->
     write_log(data)
     r = cli("log", "ship", "--data-dir", str(data), "--to", "http://x/y")
     assert r.exit_code == 1 and "expected s3://BUCKET[/PREFIX]" in r.output
+    for to, endpoint, says in [
+        ("s3://b/../x", None, "an empty, '.' or '..' segment"),
+        ("s3://b/a/./x", None, "an empty, '.' or '..' segment"),
+        ("s3://b/x\r\n", None, "control characters"),
+        ("s3://[::1", None, "'s3://[::1': Invalid IPv6 URL"),
+        ("s3://b", "http://[::1", "S3 endpoint 'http://[::1': Invalid IPv6 URL"),
+    ]:
+        extra = ["--endpoint-url", endpoint] if endpoint else []
+        r = cli("log", "ship", "--data-dir", str(data), "--to", to, *extra)
+        assert r.exit_code == 1 and says in r.output, (to, r.output)
+        assert len(r.output.splitlines()) == 1 and "Traceback" not in r.output
     port = _free_port()  # nothing listens there
     r = cli("log", "ship", "--data-dir", str(data), "--to", "s3://b",
             "--endpoint-url", f"http://127.0.0.1:{port}")  # fmt: skip
