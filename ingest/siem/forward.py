@@ -46,7 +46,7 @@ from ingest.pull import Puller, ack_many
 from ingest.siem.formats import Formatted, format_view
 from ingest.siem.held import Item, parked_message, parked_record, stream_seq
 from ingest.siem.redact import Redactor
-from ingest.siem.sink import Sink, SinkDown
+from ingest.siem.sink import Sink, SinkDown, printable
 from ingest.siem.state import (
     Counters,
     Parked,
@@ -395,5 +395,6 @@ class Forwarder:
 
     def _failed(self, why: str) -> None:
         self.counters.failed += 1
-        self.counters.last_error, self.counters.last_error_at = why[:500], time.time()
+        why = printable(why)  # a receiver's answer: no forged log lines
+        self.counters.last_error, self.counters.last_error_at = why, time.time()
         _log.warning("%s", why)

@@ -31,7 +31,7 @@ import httpx
 import msgspec
 
 from ingest.siem.formats import Formatted
-from ingest.siem.sink import Delivery, Keepalive, SinkDown, redact_url
+from ingest.siem.sink import Delivery, Keepalive, SinkDown, printable, redact_url
 
 __all__ = ["ElasticSink", "HecSink", "WebhookSink", "hec_event"]
 
@@ -48,7 +48,7 @@ def _retryable(status: int) -> bool:
 
 
 def _why(resp: httpx.Response) -> str:
-    return f"HTTP {resp.status_code}: {resp.text[:300]}"
+    return f"HTTP {resp.status_code}: {printable(resp.text, 300)}"
 
 
 class _HttpBase:

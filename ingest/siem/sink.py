@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -23,9 +24,23 @@ from urllib.parse import urlsplit
 
 from ingest.siem.formats import Formatted
 
-__all__ = ["Delivery", "Keepalive", "Sink", "SinkDown", "redact_url"]
+__all__ = ["Delivery", "Keepalive", "Sink", "SinkDown", "printable", "redact_url"]
 
 Keepalive = Callable[[], Awaitable[None]]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def printable(text: str, limit: int = 500) -> str:
+    """`text` (often a receiver's answer) as one line for logs and status: a hostile
+    receiver must not forge log lines with CR/LF or move a terminal with escapes.
+
+    Example:
+        >>> printable("HTTP 500: no\\r\\n2026 INFO forged\\x1b[2J")
+        'HTTP 500: no 2026 INFO forged [2J'
+    """
+    return _CONTROL.sub(" ", text)[:limit]
 
 
 def redact_url(url: str) -> str:

@@ -369,6 +369,52 @@ def webhook_receiver(delay: float = 0.0) -> tuple[Receiver, list[dict[str, Any]]
     return Receiver(handle), got
 
 
+async def test_a_receivers_answer_cannot_forge_log_lines(
+    nats_server: Any, nc: Any, names: Any, tmp_path: Path
+) -> None:
+    """A receiver's error body goes into the warning and `last_error`: its CR/LF and
+    terminal escapes must not make a line of their own in the sink's log."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    forged = b"busy\r\n2026-12-03 08:00:00,000 hookaudit.siem CRITICAL forged\x1b[2J\x85end"
+    answers: list[int] = []
+
+    class H(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            status = 503 if len(answers) < 2 else 200
+            answers.append(status)
+            body = forged if status == 503 else b"{}"
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        await publish(nc, names, make_outcomes(3))
+        url = f"http://127.0.0.1:{server.server_address[1]}/in"
+        fwd = Forwarder(nats_server.url, names, tmp_path / "d", "--name", "h", "--format",
+                        "json", "--to", url).start()  # fmt: skip
+        wait_for(lambda: answers.count(200) >= 1, what="the send after two 503s")
+        time.sleep(0.5)
+        (s,) = fwd.status()["sinks"]
+        rc, err = fwd.stop()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert rc == 0 and s["sent"] == 3 and s["failed"] == 2, (s, err)
+    assert "forged" in err and "CRITICAL forged" in s["last_error"]
+    assert not any(line.startswith("2026-12-03 08:00:00") for line in err.splitlines()), err
+    assert "\x1b" not in err and "\r" not in err and "\x85" not in err
+    assert not any(c in s["last_error"] for c in "\r\n\x1b\x85")
+
+
 async def test_receiver_down_then_back_everything_once(
     nats_server: Any, nc: Any, names: Any, tmp_path: Path
 ) -> None:
