@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -298,10 +297,9 @@ def worker_cmd(
 
     args = NatsArgs.pop(kw)
 
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    from ingest.logsetup import setup_logging
+
+    setup_logging(verbose)
     if strict:
         from engine.lint import lint_specs, refusal
 

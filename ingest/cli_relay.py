@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import sys
 from pathlib import Path
@@ -115,11 +114,9 @@ def relay_cmd(
         raise click.BadParameter(
             "expected an octal mode like 0600", param_hint="--socket-mode"
         ) from None
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    from ingest.logsetup import setup_logging
+
+    setup_logging(verbose)
     kw["worker_key"] = worker_key
     target = _target(kw)
     path = socket_path or default_socket(target.data_dir)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import sys
 from dataclasses import replace
@@ -184,11 +183,9 @@ def serve_cmd(
     args = NatsArgs.pop(kw)
     d = data_dir or default_data_dir()
 
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    from ingest.logsetup import setup_logging
+
+    setup_logging(verbose)
     try:
         host, port = parse_listen(listen)
     except ValueError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import secrets
 import signal
@@ -230,15 +229,13 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
         return
     if not o["name"] or not o["to"]:
         raise click.UsageError("hookaudit siem needs --name and --to (or the 'status' command)")
+    from ingest.logsetup import setup_logging
     from ingest.nats import names
     from ingest.siem.forward import NAME_OK, Forwarder
     from ingest.siem.redact import Redactor, parse_pattern
     from ingest.siem.targets import TlsFiles, parse_filter, parse_target, redact_url
 
-    logging.basicConfig(
-        level=logging.INFO if o["verbose"] else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    setup_logging(o["verbose"])
     if not NAME_OK.fullmatch(o["name"]):
         raise click.UsageError(f"--name {o['name']!r}: expected 1-64 of [A-Za-z0-9_-]")
     d = o["data_dir"] or default_data_dir()
