@@ -19,11 +19,16 @@ Rules of this file:
   which JetStream's duplicate window and the log's dedup rule drop.
 - The payload holds what Claude Code's PreToolUse input holds (hook_event_name, session_id,
   transcript_path, cwd, permission_mode and prompt_id of the prompt before the call, effort,
-  tool_name, tool_input, tool_use_id; agent_id for a subagent's call; tested field by field
-  against the inputs the real binary sent, tests/fixtures/claude_code) plus
+  tool_name, tool_input, tool_use_id; agent_id and agent_type for a subagent's call; tested
+  field by field against the inputs the real binary sent, tests/fixtures/claude_code) plus
   `hookaudit_backfill`: the transcript, its line, and `ran` (true: a
   result that is no refusal; false: refused; null: no result in the transcript).
-- Pure but for reading the file: publishing is `ingest.cli_backfill`'s.
+- A subagent's transcript is `<project>/<session>/subagents/agent-<id>.jsonl`. Claude Code
+  reports its calls with the session's own transcript as `transcript_path`, the agent's type
+  from `agent-<id>.meta.json` beside it, and the permission mode of the session's prompt that
+  started the agent (its user entries carry none): `scan_path` reads those two files, each
+  bounded and untrusted like the transcript.
+- Pure but for reading the files: publishing is `ingest.cli_backfill`'s.
 
 Example:
     >>> scan = scan_lines(['{"type":"assistant","sessionId":"s","timestamp":"2026-01-02T03:04:05Z",'
@@ -35,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -46,10 +52,22 @@ import msgspec
 
 from engine.records import HookEvent, new_event
 
-__all__ = ["MAX_LINE", "Call", "Scan", "backfill_id", "scan_lines", "scan_path", "transcripts"]
+__all__ = [
+    "MAX_LINE",
+    "Call",
+    "Scan",
+    "Subagent",
+    "backfill_id",
+    "scan_lines",
+    "scan_path",
+    "subagent_of",
+    "transcripts",
+]
 
 MAX_LINE = 16 * 1024 * 1024  # a transcript line (one message) above this is skipped
 MAX_CALLS = 1_000_000  # per scan: a transcript is bounded, not trusted
+MAX_META = 1 << 20  # a subagent's meta file above this is not read
+MAX_PROMPTS = 100_000  # prompt -> permission mode entries kept from a parent transcript
 _dec = msgspec.json.Decoder()
 
 
@@ -70,11 +88,13 @@ class Call:
     ran: bool | None = None
     prompt_id: str | None = None
     effort: str | None = None
+    agent_type: str | None = None
+    transcript_path: str | None = None  # what Claude Code reports, when not `transcript`
 
     def payload(self) -> dict[str, Any]:
         p: dict[str, Any] = {
             "session_id": self.session_id,
-            "transcript_path": self.transcript,
+            "transcript_path": self.transcript_path or self.transcript,
             "cwd": self.cwd,
             "permission_mode": self.permission_mode,
             "hook_event_name": "PreToolUse",
@@ -86,6 +106,7 @@ class Call:
         }
         if self.agent_id is not None:
             p["agent_id"] = self.agent_id
+            p["agent_type"] = self.agent_type
         p["hookaudit_backfill"] = {
             "transcript": self.transcript,
             "line": self.line,
@@ -142,11 +163,72 @@ def transcripts(paths: Iterable[Path]) -> Iterator[Path]:
             yield p
 
 
+@dataclass(frozen=True)
+class Subagent:
+    """What a subagent's calls take from outside its own transcript."""
+
+    transcript_path: str  # the session's transcript, as Claude Code reports it
+    agent_type: str | None
+    modes: dict[str, str]  # the session's prompt id -> permission mode
+
+
+def subagent_of(path: Path) -> Subagent | None:
+    """`path`'s session context when it is a subagent's transcript, else None.
+
+    >>> subagent_of(Path("/p/s1/subagents/agent-a1.jsonl")).transcript_path
+    '/p/s1.jsonl'
+    """
+    if path.parent.name != "subagents" or not path.name.startswith("agent-"):
+        return None
+    session_dir = path.parent.parent
+    parent = session_dir.with_name(session_dir.name + ".jsonl")
+    return Subagent(str(parent), _agent_type(path.with_suffix(".meta.json")), _modes(parent))
+
+
+def _agent_type(meta: Path) -> str | None:
+    try:
+        with meta.open("rb") as f:
+            doc = _dec.decode(f.read(MAX_META + 1))
+    except (OSError, msgspec.DecodeError, UnicodeError, RecursionError):
+        return None
+    t = doc.get("agentType") if isinstance(doc, dict) else None
+    return t if isinstance(t, str) and len(t) <= 256 else None
+
+
+def _modes(parent: Path) -> dict[str, str]:
+    try:
+        st = parent.stat()
+    except OSError:
+        return {}
+    return _modes_cached(str(parent), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)  # the subagents of one session share their parent's
+def _modes_cached(parent: str, _mtime: int, _size: int) -> dict[str, str]:
+    modes: dict[str, str] = {}
+    try:
+        with open(parent, "rb") as f:
+            for line in _bounded_lines(f, Scan()):
+                if b'"permissionMode"' not in line or len(modes) >= MAX_PROMPTS:
+                    continue
+                try:
+                    entry = _dec.decode(line)
+                except (msgspec.DecodeError, UnicodeError, RecursionError):
+                    continue
+                if isinstance(entry, dict) and entry.get("type") == "user":
+                    pid, mode = _str(entry.get("promptId")), _str(entry.get("permissionMode"))
+                    if pid and mode:
+                        modes.setdefault(pid, mode)
+    except OSError:
+        return {}
+    return modes
+
+
 def scan_path(path: Path, scan: Scan | None = None) -> Scan:
     """Read one transcript (OSError propagates: the caller names the file)."""
     scan = scan or Scan()
     with path.open("rb") as f:
-        scan_lines(_bounded_lines(f, scan), str(path), scan)
+        scan_lines(_bounded_lines(f, scan), str(path), scan, subagent=subagent_of(path))
     return scan
 
 
@@ -164,8 +246,15 @@ def _bounded_lines(f: Any, scan: Scan) -> Iterator[bytes]:
         yield line
 
 
-def scan_lines(lines: Iterable[str | bytes], transcript: str, scan: Scan | None = None) -> Scan:
-    """The tool calls of a transcript's lines, each marked with whether it ran."""
+def scan_lines(
+    lines: Iterable[str | bytes],
+    transcript: str,
+    scan: Scan | None = None,
+    *,
+    subagent: Subagent | None = None,
+) -> Scan:
+    """The tool calls of a transcript's lines, each marked with whether it ran; `subagent`:
+    the session context of a subagent's transcript (`subagent_of`)."""
     scan = scan or Scan()
     by_id: dict[tuple[str, str], Call] = {}
     prompt: dict[str, tuple[str | None, str | None]] = {}  # session -> (promptId, mode)
@@ -184,7 +273,7 @@ def scan_lines(lines: Iterable[str | bytes], transcript: str, scan: Scan | None 
         kind = entry.get("type")
         session = _str(entry.get("sessionId")) or ""
         if kind == "assistant":
-            _calls(entry, transcript, n, scan, by_id, prompt.get(session, (None, None)))
+            _calls(entry, transcript, n, scan, by_id, prompt.get(session, (None, None)), subagent)
         elif kind == "user":
             was = prompt.get(session, (None, None))
             prompt[session] = (
@@ -222,6 +311,7 @@ def _calls(
     scan: Scan,
     by_id: dict[tuple[str, str], Call],
     prompt: tuple[str | None, str | None],
+    sub: Subagent | None = None,
 ) -> None:
     session, ts = _str(entry.get("sessionId")), _when(entry.get("timestamp"))
     for b in _blocks(entry):
@@ -234,9 +324,13 @@ def _calls(
         if (session, uid) in by_id or len(scan.calls) >= MAX_CALLS:
             continue  # the same block again (a resumed session re-writes its history)
         agent = _str(entry.get("agentId")) if entry.get("isSidechain") is True else None
-        call = Call(session, uid, name, inp, ts, _str(entry.get("cwd")),
-                    _str(entry.get("permissionMode")) or prompt[1], agent, transcript, n,
-                    prompt_id=prompt[0], effort=_str(entry.get("effort")))  # fmt: skip
+        mode = _str(entry.get("permissionMode")) or prompt[1]
+        if mode is None and sub is not None and prompt[0] is not None:
+            mode = sub.modes.get(prompt[0])
+        call = Call(session, uid, name, inp, ts, _str(entry.get("cwd")), mode, agent,
+                    transcript, n, prompt_id=prompt[0], effort=_str(entry.get("effort")),
+                    agent_type=sub.agent_type if sub and agent else None,
+                    transcript_path=sub.transcript_path if sub else None)  # fmt: skip
         by_id[(session, uid)] = call
         scan.calls.append(call)
 

@@ -39,8 +39,8 @@ def test_a_backfilled_pretooluse_is_the_input_claude_code_sent() -> None:
     for path in FIXTURES:
         doc = json.loads(path.read_text())
         for sent in doc["hook_inputs"]:
-            if sent.get("hook_event_name") != "PreToolUse":
-                continue
+            if sent.get("hook_event_name") != "PreToolUse" or "agent_id" in sent:
+                continue  # a subagent's call is in its own transcript: the test below
             calls = scan_lines(_lines(doc), sent["transcript_path"]).calls
             (call,) = [c for c in calls if c.tool_use_id == sent["tool_use_id"]]
             payload = call.payload()
@@ -49,6 +49,62 @@ def test_a_backfilled_pretooluse_is_the_input_claude_code_sent() -> None:
             assert extra["transcript"] == sent["transcript_path"] and extra["line"] >= 1
             compared += 1
     assert compared >= 5
+
+
+def test_a_subagents_call_is_the_input_claude_code_sent(tmp_path: Path) -> None:
+    """A subagent's transcript (`<session>/subagents/agent-<id>.jsonl`, as the real binary
+    wrote it) gives the input Claude Code sent for its calls: the session's transcript as
+    `transcript_path`, `agent_type` from the meta file, the session prompt's permission mode."""
+    compared = 0
+    for path in FIXTURES:
+        doc = json.loads(path.read_text())
+        for sub in doc.get("subagents", []):
+            sent_main = doc["hook_inputs"][0]["transcript_path"]
+            session = Path(sent_main).stem
+            proj = tmp_path / path.stem / "proj"
+            (proj / session / "subagents").mkdir(parents=True)
+            main = proj / f"{session}.jsonl"
+            main.write_text("".join(json.dumps(e) + "\n" for e in doc["transcript"]))
+            agent = proj / session / "subagents" / sub["file"]
+            agent.write_text("".join(json.dumps(e) + "\n" for e in sub["transcript"]))
+            agent.with_suffix(".meta.json").write_text(json.dumps(sub["meta"]))
+            calls = {c.tool_use_id: c for c in scan_path(agent).calls}
+            for sent in doc["hook_inputs"]:
+                if sent.get("hook_event_name") != "PreToolUse" or "agent_id" not in sent:
+                    continue
+                payload = calls[sent["tool_use_id"]].payload()
+                extra = payload.pop("hookaudit_backfill")
+                assert payload == {**sent, "transcript_path": str(main)}, (path.name, payload)
+                assert extra["transcript"] == str(agent)
+                compared += 1
+            # without the meta file and the session's transcript: the call, less those fields
+            agent.with_suffix(".meta.json").unlink()
+            main.unlink()
+            for c in scan_path(agent).calls:
+                assert c.agent_id and c.agent_type is None and c.permission_mode is None
+    assert compared >= 1
+
+
+def test_hostile_subagent_meta_and_session_files_are_passed_over(tmp_path: Path) -> None:
+    d = tmp_path / "s1" / "subagents"
+    d.mkdir(parents=True)
+    line = {"type": "assistant", "sessionId": "s1", "isSidechain": True, "agentId": "a1",
+            "promptId": "p", "timestamp": "2026-01-02T03:04:05Z", "message": {"content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]}}  # fmt: skip
+    user = {"type": "user", "sessionId": "s1", "isSidechain": True, "promptId": "p"}
+    (d / "agent-a1.jsonl").write_text(json.dumps(user) + "\n" + json.dumps(line) + "\n")
+    for meta, parent in [
+        (b"[" * 100_000, b"[" * 100_000),
+        (b'{"agentType": 5}', b'{"type": "user", "promptId": 1, "permissionMode": []}\n'),
+        (b'{"agentType": "' + b"x" * 300 + b'"}', b"\xff\xfe" + b"{" * 5000),
+        (b"\x00" * (2 << 20), b'{"type":"user","promptId":"p","permissionMode":"plan"}\n'),
+    ]:
+        (d / "agent-a1.meta.json").write_bytes(meta)
+        (tmp_path / "s1.jsonl").write_bytes(parent)
+        backfill._modes_cached.cache_clear()
+        (call,) = scan_path(d / "agent-a1.jsonl").calls
+        assert call.agent_type is None and call.transcript_path == str(tmp_path / "s1.jsonl")
+    assert call.permission_mode == "plan"  # the last parent was readable
 
 
 def test_every_tool_call_of_a_transcript_and_whether_it_ran() -> None:

@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         fx.mkdir(parents=True, exist_ok=True)
         for r in results:
             if r.fixture:
-                (fx / f"{r.name}.json").write_text(json.dumps(r.fixture, indent=1) + "\n")
+                doc = {"scenario": r.name, "claude_code": a.version, **r.fixture}
+                (fx / f"{r.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     if a.version != harness.PINNED:
         base_p = HERE / "results" / f"{harness.PINNED}.json"
         base = json.loads(base_p.read_text()) if base_p.exists() else {}

@@ -699,6 +699,8 @@ def _run_scenario(sc: Scenario, binary: Path, keep: Path | None) -> Result:
             "hook_inputs": [g["input"] for g in occurrences(orig)],
             "transcript": _transcript(orig),
         }
+        if subagents := _subagents(orig):
+            fixture["subagents"] = subagents
         return Result(sc.name, status, diffs, obs_o, evals, sc.deviation, fixture)
     except Exception as exc:  # a harness failure is reported as a result, not a crash
         return Result(sc.name, "error", [f"{type(exc).__name__}: {exc}"], {}, [])
@@ -734,13 +736,31 @@ def _rebase(obj: Any) -> Any:
     return obj
 
 
-def _transcript(arm: Arm) -> list[dict[str, Any]]:
-    found = sorted((arm.root / "home" / ".claude" / "projects").rglob("*.jsonl"))
+def _entries(p: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for p in found[:1]:
-        for line in p.read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
+    for line in p.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
+
+
+def _transcript(arm: Arm) -> list[dict[str, Any]]:
+    """The session's own transcript (`<project>/<session>.jsonl`)."""
+    found = sorted((arm.root / "home" / ".claude" / "projects").glob("*/*.jsonl"))
+    return _entries(found[0]) if found else []
+
+
+def _subagents(arm: Arm) -> list[dict[str, Any]]:
+    """Each subagent's transcript and meta file (`<session>/subagents/agent-<id>.jsonl` and
+    `.meta.json`), as Claude Code wrote them."""
+    out = []
+    for p in sorted((arm.root / "home" / ".claude" / "projects").glob("*/*/subagents/*.jsonl")):
+        meta = p.with_suffix(".meta.json")
+        out.append({
+            "file": p.name,
+            "transcript": _entries(p),
+            "meta": json.loads(meta.read_text()) if meta.exists() else None,
+        })  # fmt: skip
     return out
 
 
