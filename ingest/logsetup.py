@@ -26,10 +26,11 @@ import logging
 import re
 import sys
 
-__all__ = ["FORMAT", "OneLineFormatter", "escape_controls", "setup_logging"]
+__all__ = ["CONTROL", "FORMAT", "OneLineFormatter", "escape_controls", "setup_logging"]
 
 FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: One control character: C0, DEL, C1, the Unicode line and paragraph separators.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def escape_controls(text: str) -> str:
@@ -40,7 +41,7 @@ def escape_controls(text: str) -> str:
         >>> escape_controls("a\\tb\\x1b[2J")
         'a\\\\x09b\\\\x1b[2J'
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class OneLineFormatter(logging.Formatter):

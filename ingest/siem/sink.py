@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from ingest.logsetup import CONTROL, escape_controls
 from ingest.siem.formats import Formatted
 
 __all__ = ["Delivery", "Keepalive", "Sink", "SinkDown", "printable", "redact_url"]
@@ -29,7 +30,7 @@ __all__ = ["Delivery", "Keepalive", "Sink", "SinkDown", "printable", "redact_url
 Keepalive = Callable[[], Awaitable[None]]
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_CONTROL_RUN = re.compile(f"(?:{CONTROL.pattern})+")  # a run of them: one space
 
 
 def printable(text: str, limit: int = 500) -> str:
@@ -40,13 +41,13 @@ def printable(text: str, limit: int = 500) -> str:
         >>> printable("HTTP 500: no\\r\\n2026 INFO forged\\x1b[2J")
         'HTTP 500: no 2026 INFO forged [2J'
     """
-    return _CONTROL.sub(" ", text)[:limit]
+    return _CONTROL_RUN.sub(" ", text)[:limit]
 
 
 def redact_url(url: str) -> str:
     """`url` as status, logs and errors may show it: no password, no query (a webhook's
     token often rides there), nothing past the scheme when it does not parse and may hold
-    credentials.
+    credentials, control characters escaped (an error naming it stays one line).
 
     Example:
         >>> redact_url("elastic+https://u:pw@h:9200/i")
@@ -59,14 +60,14 @@ def redact_url(url: str) -> str:
         password = parts.password
     except ValueError:
         if "@" not in url and "?" not in url:
-            return url
-        return url.split("://", 1)[0] + "://…" if "://" in url else "…"
+            return escape_controls(url)
+        return escape_controls(url.split("://", 1)[0]) + "://…" if "://" in url else "…"
     out = url.split("#", 1)[0]
     if parts.query:
         out = out.split("?", 1)[0] + "?…"
     if password is not None:
         out = out.replace(f":{password}@", ":***@", 1)
-    return out
+    return escape_controls(out)
 
 
 class SinkDown(Exception):
