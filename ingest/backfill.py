@@ -27,7 +27,8 @@ Rules of this file:
   reports its calls with the session's own transcript as `transcript_path`, the agent's type
   from `agent-<id>.meta.json` beside it, and the permission mode of the session's prompt that
   started the agent (its user entries carry none): `scan_path` reads those two files, each
-  bounded and untrusted like the transcript.
+  bounded and untrusted like the transcript. A subagent's own subagent (meta `spawnDepth` 2)
+  lies flat in the same folder and is read the same way.
 - Pure but for reading the files: publishing is `ingest.cli_backfill`'s.
 
 Example:

@@ -54,15 +54,16 @@ def test_a_backfilled_pretooluse_is_the_input_claude_code_sent() -> None:
 def test_a_subagents_call_is_the_input_claude_code_sent(tmp_path: Path) -> None:
     """A subagent's transcript (`<session>/subagents/agent-<id>.jsonl`, as the real binary
     wrote it) gives the input Claude Code sent for its calls: the session's transcript as
-    `transcript_path`, `agent_type` from the meta file, the session prompt's permission mode."""
-    compared = 0
+    `transcript_path`, `agent_type` from the meta file, the session prompt's permission mode. A subagent that a subagent started (`spawnDepth` 2,
+    sub.nested_pre) lies flat beside its parent, and is read the same way."""
+    compared, depths = 0, set()
     for path in FIXTURES:
         doc = json.loads(path.read_text())
         for sub in doc.get("subagents", []):
             sent_main = doc["hook_inputs"][0]["transcript_path"]
             session = Path(sent_main).stem
             proj = tmp_path / path.stem / "proj"
-            (proj / session / "subagents").mkdir(parents=True)
+            (proj / session / "subagents").mkdir(parents=True, exist_ok=True)
             main = proj / f"{session}.jsonl"
             main.write_text("".join(json.dumps(e) + "\n" for e in doc["transcript"]))
             agent = proj / session / "subagents" / sub["file"]
@@ -70,19 +71,22 @@ def test_a_subagents_call_is_the_input_claude_code_sent(tmp_path: Path) -> None:
             agent.with_suffix(".meta.json").write_text(json.dumps(sub["meta"]))
             calls = {c.tool_use_id: c for c in scan_path(agent).calls}
             for sent in doc["hook_inputs"]:
-                if sent.get("hook_event_name") != "PreToolUse" or "agent_id" not in sent:
+                if sent.get("hook_event_name") != "PreToolUse" or (
+                    f"agent-{sent.get('agent_id')}.jsonl" != sub["file"]
+                ):
                     continue
                 payload = calls[sent["tool_use_id"]].payload()
                 extra = payload.pop("hookaudit_backfill")
                 assert payload == {**sent, "transcript_path": str(main)}, (path.name, payload)
                 assert extra["transcript"] == str(agent)
                 compared += 1
+                depths.add(sub["meta"]["spawnDepth"])
             # without the meta file and the session's transcript: the call, less those fields
             agent.with_suffix(".meta.json").unlink()
             main.unlink()
             for c in scan_path(agent).calls:
                 assert c.agent_id and c.agent_type is None and c.permission_mode is None
-    assert compared >= 1
+    assert compared >= 2 and depths == {1, 2}
 
 
 def test_hostile_subagent_meta_and_session_files_are_passed_over(tmp_path: Path) -> None:

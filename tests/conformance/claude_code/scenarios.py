@@ -918,6 +918,15 @@ add(
 add("sub.matcher_type", {"SubagentStart": [G(H("s"), matcher="general-purpose")]}, SUB)
 add("sub.matcher_type_miss", {"SubagentStart": [G(H("s"), matcher="Explore")]}, SUB)
 add(
+    "sub.nested_pre",
+    {
+        P: [G(H("a"), matcher="Bash")],
+        "SubagentStart": [G(H("s"))],
+        "SubagentStop": [G(H("t"))],
+    },
+    [AGENT, AGENT, bash("echo NESTED"), {"text": "inner done"}, {"text": "outer done"}, DONE],
+)
+add(
     "sub.pre_agent_tool_deny",
     {P: [G(H("a"), matcher="Agent")]},
     SUB,
