@@ -34,6 +34,7 @@ from engine.events import CATALOG
 from engine.lint_python import FILESYSTEM, Add, Probe, lint_callable
 from engine.match import parse_rule
 from engine.settings import (
+    MAX_SETTINGS_BYTES,
     AgentHook,
     CommandHook,
     HttpHook,
@@ -338,10 +339,24 @@ def lint_path(path: str | Path, *, probe: Probe = FILESYSTEM) -> list[Finding]:
         p = p / "hooks" / "hooks.json"
     text = probe.read_text(str(p))
     if text is None:
-        return [
-            Finding(file=str(p), path="", kind="unreadable", message="no such file, or unreadable")
-        ]
+        return [Finding(file=str(p), path="", kind="unreadable", message=_why_unreadable(p, probe))]
     return lint_text(text, str(p), probe=probe)
+
+
+def _why_unreadable(p: Path, probe: Probe) -> str:
+    """Why the filesystem probe could not read `p`, in one line."""
+    if probe is not FILESYSTEM:
+        return "no such file, or unreadable"
+    try:
+        if p.stat().st_size > MAX_SETTINGS_BYTES:
+            return f"larger than {MAX_SETTINGS_BYTES >> 20} MiB (the engine refuses it too)"
+        with open(p, encoding="utf-8") as f:
+            f.read(MAX_SETTINGS_BYTES + 1)
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 ({exc.reason} at byte {exc.start})"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    return "no such file, or unreadable"
 
 
 def lint_specs(specs: list[str] | tuple[str, ...], *, probe: Probe = FILESYSTEM) -> list[Finding]:

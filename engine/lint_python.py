@@ -36,11 +36,15 @@ class Probe:
 
 
 def _read(path: str) -> str | None:
+    """The file's text, or None: unreadable, not UTF-8, or larger than the engine reads."""
+    from engine.settings import MAX_SETTINGS_BYTES
+
     try:
         with open(path, encoding="utf-8") as f:
-            return f.read(4 * 1024 * 1024)
+            text = f.read(MAX_SETTINGS_BYTES + 1)
     except (OSError, UnicodeDecodeError, ValueError):
         return None
+    return text if len(text.encode()) <= MAX_SETTINGS_BYTES else None
 
 
 def _module_source(name: str) -> str | None:

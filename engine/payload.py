@@ -143,6 +143,8 @@ def _counted_decode(raw: bytes, where: str) -> dict[str, Any]:
         return _decoder.decode(raw)
     except msgspec.ValidationError as exc:
         raise InvalidEvent(where, "expected a JSON object") from exc
+    except RecursionError as exc:  # not reached: the nesting is bounded above
+        raise InvalidEvent(where, "JSON nested too deeply") from exc
     except msgspec.DecodeError as exc:
         why = str(exc)
         if "UTF-8" in why:

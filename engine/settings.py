@@ -32,6 +32,7 @@ from engine.match import regex_error
 from engine.records import Posture
 
 __all__ = [
+    "MAX_SETTINGS_BYTES",
     "SCOPES",
     "AgentHook",
     "CommandHook",
@@ -286,6 +287,7 @@ def parse_settings(
         raise SettingsError(file, where.lstrip("."), why) from exc
 
 
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # a settings file above this is refused
 _SIMPLE_MATCHER = re.compile(r"[A-Za-z0-9_\-, |]+")
 _PLUGIN_VARS = re.compile(r"\$\{CLAUDE_PLUGIN_(ROOT|DATA)\}")
 
@@ -304,7 +306,7 @@ def load_file(
     """
     p = Path(path)
     try:
-        if p.stat().st_size > 16 * 1024 * 1024:
+        if p.stat().st_size > MAX_SETTINGS_BYTES:
             raise SettingsError(str(p), "", "file larger than 16 MiB")
         text = p.read_text(encoding="utf-8")
     except SettingsError:
@@ -316,6 +318,10 @@ def load_file(
     except json.JSONDecodeError as exc:
         raise SettingsError(
             str(p), f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}"
+        ) from exc
+    except RecursionError as exc:  # "cannot read": refused even when lenient, never ignored
+        raise SettingsError(
+            str(p), "", "cannot read: JSON nested deeper than this parser goes (~1,000 levels)"
         ) from exc
     return parse_settings(
         data, str(p), strict=strict, warnings=warnings, skip_unknown_events=skip_unknown_events

@@ -152,7 +152,7 @@ def _locked(ndir: Path) -> Iterator[None]:
 def _read_record(ndir: Path) -> EmbeddedServer | None:
     try:
         return _decode_record.decode((ndir / "server.json").read_bytes())
-    except (FileNotFoundError, msgspec.DecodeError):
+    except (FileNotFoundError, msgspec.DecodeError, RecursionError):
         return None  # a torn or foreign file is a stale record: `up` replaces it
 
 

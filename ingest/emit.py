@@ -309,7 +309,7 @@ async def _next_reply(event: HookEvent, sub: Any, verifier: Verifier | None) -> 
             continue
         try:
             reply = reply_decoder().decode(msg.data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
             if verifier is not None:
                 skipped = f"; ignored an undecodable signed reply: {e}"
                 continue

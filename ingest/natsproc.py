@@ -103,7 +103,7 @@ def wait_ready(pid: int, ndir: Path, log: Path, offset: int, timeout: float) -> 
             # Ready comes after JetStream has started and the listener is bound.
             try:
                 urls = json.loads(ports_file.read_text()).get("nats") or []
-            except ValueError:  # the server is still writing the file
+            except (ValueError, RecursionError):  # the server is still writing the file
                 urls = []
             port = int(urls[0].rsplit(":", 1)[1]) if urls else 0
             if port and accepts(port):

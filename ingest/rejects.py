@@ -137,7 +137,7 @@ def listing(data_dir: Path) -> list[Kept]:
         stem = name[: -len(".bin")]
         try:
             kept = _kept_decoder.decode((d / f"{stem}.json").read_bytes())
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             kept = _bare(path, d / f"{stem}.why")
         out.append(kept)
     return out

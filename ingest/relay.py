@@ -340,7 +340,7 @@ class Relay:
             return
         try:
             reply = reply_decoder().decode(msg.data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
             if verifier is None:
                 fut.set_result(f"undecodable reply for event {key}: {e}")
             return

@@ -103,7 +103,7 @@ class Gateway:
             return
         try:
             reply = _reply_decoder.decode(msg.data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
             _log.warning("undecodable reply for event %s ignored: %s", key, exc)
             return
         if reply.event_id != key:

@@ -65,7 +65,7 @@ def read_rejects(path: Path) -> list[dict[str, object]]:
             for line in lines(f):
                 try:
                     rec = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     rec = {"reason": "unreadable reject line"}
                 if not isinstance(rec, dict):
                     rec = {"reason": "unreadable reject line"}

@@ -222,7 +222,7 @@ class _Dedup:
         try:
             data = json.loads(self.path.read_text())
             return dict(data["files"]), [int(x) for x in data["ts"]]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
 
     def _save(self, files: dict[str, list[int]], ts: list[int]) -> None:

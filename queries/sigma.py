@@ -212,7 +212,7 @@ def event_fields(o: Outcome) -> dict[str, Any]:
     ev = o.event
     try:
         payload: Any = _dec.decode(ev.payload)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         payload = {}
     payload = payload if isinstance(payload, dict) else {}
     ti = payload.get("tool_input")

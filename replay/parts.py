@@ -127,7 +127,7 @@ def _line_ids(seg: Segment) -> list[tuple[str, int]]:
             continue
         try:
             key = _id_decoder.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             continue  # unreadable: `select` skips it with a warning
         if key.replay_id is None:
             out.append((key.event.id, n))
@@ -145,7 +145,7 @@ def _selectable(seg: Segment, rows: set[int]) -> set[int]:
             try:
                 if decoder.decode(raw).replay_id is None:
                     ok.add(n)
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 pass
     return ok
 

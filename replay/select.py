@@ -302,7 +302,7 @@ def _active_rows(
                 continue
         try:
             key = _key_decoder.decode(raw)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:
             _logger.warning("%s: skipped an unreadable record: %s", seg.name, exc)
             continue
         ev = key.event

@@ -318,7 +318,7 @@ class LlmExecutor:
         entry["status"] = status
         try:
             data = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             entry["response"] = {"text": raw[:4096].decode("utf-8", "replace")}
             entry["error"] = "response is not JSON"
             raise _Failed(

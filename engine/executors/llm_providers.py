@@ -297,7 +297,7 @@ class OpenAIProvider:
             if isinstance(args, str):  # the spec's form; some servers send an object
                 try:
                     parsed = json.loads(args) if args.strip() else {}
-                except ValueError:
+                except (ValueError, RecursionError):
                     parsed = None
             ok = isinstance(parsed, dict)
             calls.append(

@@ -95,7 +95,7 @@ def load_mcp_config(paths: Iterable[str | os.PathLike[str]]) -> dict[str, McpSer
             raise SettingsError(file, "", f"cannot read: {exc.strerror or exc}") from exc
         try:
             doc = msgspec.json.decode(data)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:
             raise SettingsError(file, "", f"invalid JSON: {exc}") from exc
         if not isinstance(doc, dict):
             raise SettingsError(file, "", f"expected an object, got {type(doc).__name__}")

@@ -102,7 +102,7 @@ class Conn:
                     continue
                 try:
                     msg = msgspec.json.decode(line)
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     continue  # not a message (a server that logs to stdout); skip it
                 if isinstance(msg, dict):
                     await self._dispatch(msg)

@@ -86,7 +86,7 @@ class Capture(asyncio.SubprocessProtocol):
         if buf.find(b"}", 0, end) >= 0 and buf.find(b'"async"', 0, end) >= 0:
             try:
                 obj = msgspec.json.decode(bytes(buf[:end]))
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 obj = None
             if isinstance(obj, dict) and obj.get("async") is True:
                 self.watch = False

@@ -69,7 +69,7 @@ def decode_anchor(data: bytes) -> Anchor:
     try:
         a = _dec.decode(data)
         check_worker(a.worker)
-    except (msgspec.DecodeError, ValueError) as exc:
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
         raise ValueError(f"unreadable anchor: {exc}") from None
     return a
 
@@ -80,7 +80,7 @@ def _local_heads(data_dir: str | os.PathLike[str], worker: str) -> Iterable[tupl
         for _, raw in iter_raw_lines(seg):
             try:
                 r = view_decoder.decode(raw)
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 continue  # `verify` reports it; an anchor on it then finds no match
             yield r.seq, r.hash
 

@@ -97,7 +97,7 @@ def manifest_lines(path: Path) -> Iterator[ManifestLine]:
                 continue
             try:
                 yield ManifestLine(n, _manifest_decoder.decode(raw), None)
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, RecursionError) as exc:
                 yield ManifestLine(n, None, f"unreadable manifest line: {exc}")
 
 

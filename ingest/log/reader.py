@@ -224,7 +224,7 @@ def lookup_in(seg: Segment, digest: bytes) -> Outcome | None:
     for _, raw in iter_raw_lines(seg):
         try:
             view = view_decoder.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             continue
         if key_digest_of(view.key()) == digest:
             return decode_outcome_json(raw)
@@ -245,7 +245,7 @@ def lookup_many_in(seg: Segment, digests: set[bytes]) -> dict[bytes, Outcome]:
     for _, raw in iter_raw_lines(seg):
         try:
             view = view_decoder.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             continue
         d = key_digest_of(view.key())
         if d in digests and d not in found:

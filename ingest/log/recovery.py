@@ -94,7 +94,7 @@ def load_active(
             continue
         try:
             view = view_decoder.decode(raw)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:
             _logger.warning("%s:%d: unreadable record (verify will report it): %s", path, n, exc)
             continue
         keys[key_digest_of(view.key())] = seq

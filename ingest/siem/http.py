@@ -33,10 +33,14 @@ import msgspec
 from ingest.siem.formats import Formatted
 from ingest.siem.sink import Delivery, Keepalive, SinkDown, printable, redact_url
 
-__all__ = ["ElasticSink", "HecSink", "WebhookSink", "hec_event"]
+__all__ = ["MAX_ANSWER", "ElasticSink", "HecSink", "WebhookSink", "hec_event"]
 
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder()
+MAX_ANSWER = (
+    32 << 20
+)  # bytes of a receiver's answer, decoded; a bulk answer of 512 items is ~100 KiB
+_DECODED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 def _client(verify: ssl.SSLContext | bool, timeout: float) -> httpx.AsyncClient:
@@ -59,10 +63,26 @@ class _HttpBase:
         self.client = _client(verify, timeout)
 
     async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """POST; the answer read whole, up to MAX_ANSWER bytes once decoded (a receiver is
+        untrusted: a larger answer, gzip bomb or not, is the sink being down)."""
         try:
-            resp = await self.client.post(url, content=body, headers=headers)
+            req = self.client.build_request("POST", url, content=body, headers=headers)
+            streamed = await self.client.send(req, stream=True)
+            try:
+                data = bytearray()
+                async for chunk in streamed.aiter_bytes():
+                    data += chunk
+                    if len(data) > MAX_ANSWER:
+                        raise SinkDown(
+                            f"{self.name}: HTTP {streamed.status_code}: answer larger than "
+                            f"{MAX_ANSWER >> 20} MiB"
+                        )
+            finally:
+                await streamed.aclose()
         except httpx.HTTPError as e:
             raise SinkDown(f"{self.name}: {type(e).__name__}: {e}") from e
+        kept = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() not in _DECODED]
+        resp = httpx.Response(streamed.status_code, headers=kept, content=bytes(data), request=req)
         if _retryable(resp.status_code):
             raise SinkDown(f"{self.name}: {_why(resp)}")
         return resp
@@ -163,7 +183,7 @@ class HecSink(_HttpBase):
     async def _await_ack(self, resp: httpx.Response, keepalive: Keepalive) -> None:
         try:
             answer = _dec.decode(resp.content)
-        except msgspec.DecodeError as e:
+        except (msgspec.DecodeError, RecursionError) as e:
             raise SinkDown(f"{self.name}: answer is not JSON: {resp.text[:200]!r}") from e
         ack_id = answer.get("ackId") if isinstance(answer, dict) else None
         if ack_id is None:
@@ -178,7 +198,7 @@ class HecSink(_HttpBase):
             got = await self._post(self.ack_url, body, self.headers)
             try:
                 acks = _dec.decode(got.content).get("acks", {})
-            except (msgspec.DecodeError, AttributeError):
+            except (msgspec.DecodeError, AttributeError, RecursionError):
                 acks = {}
             if isinstance(acks, dict) and acks.get(str(ack_id)) is True:
                 return
@@ -229,9 +249,14 @@ class ElasticSink(_HttpBase):
             raise SinkDown(f"{self.name}: bulk request refused: {_why(resp)}")
         try:
             items = _dec.decode(resp.content)["items"]
-            assert isinstance(items, list) and len(items) == len(batch)
-        except (msgspec.DecodeError, KeyError, TypeError, AssertionError) as e:
+        except (msgspec.DecodeError, KeyError, TypeError, RecursionError) as e:
             raise SinkDown(f"{self.name}: bulk answer unreadable: {resp.text[:200]!r}") from e
+        if not isinstance(items, list) or len(items) != len(batch):
+            # an item the answer does not name is not known to be stored: send the batch again
+            raise SinkDown(
+                f"{self.name}: bulk answer unreadable: "
+                f"{len(items) if isinstance(items, list) else 'no'} items for {len(batch)} sent"
+            )
         d = Delivery()
         for i, item in enumerate(items):
             result: Any = next(iter(item.values()), {}) if isinstance(item, dict) else {}

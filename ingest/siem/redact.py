@@ -290,7 +290,7 @@ def redact_outcome(o: Outcome, r: Redactor) -> Outcome:
     ev = o.event
     try:
         payload = _json.encode(_tree(_json_dec.decode(ev.payload), r)).decode()
-    except (msgspec.DecodeError, UnicodeError):
+    except (msgspec.DecodeError, UnicodeError, RecursionError):
         payload = r.text(ev.payload)
     runs = [
         msgspec.structs.replace(

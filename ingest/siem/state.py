@@ -100,7 +100,7 @@ def read_counters(data_dir: Path, name: str) -> Counters | None:
         raise BadState(f"{path}: {e.strerror or e}") from e
     try:
         return msgspec.json.decode(data, type=Counters)
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, RecursionError) as e:
         raise BadState(f"{path}: unreadable: {e}") from e
 
 
@@ -184,7 +184,7 @@ def read_parked(data_dir: Path, name: str, last: int = 20) -> tuple[int, list[di
     for line in lines[-last:]:
         try:
             out.append(msgspec.json.decode(line))
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             out.append({"unreadable": line[:200].decode("utf-8", "replace")})
     return len(lines), out
 

@@ -249,7 +249,7 @@ def _build(o: Outcome | _Outcome, seq: int, redactor: Redactor | None, max_field
     exact = True  # decoded by msgspec: valid UTF-8, no lone surrogate anywhere
     try:
         raw = _payload_dec.decode(ev.payload)
-    except (msgspec.DecodeError, UnicodeError):
+    except (msgspec.DecodeError, UnicodeError, RecursionError):
         exact = False
         try:  # JSON that msgspec refuses, e.g. a lone surrogate escape ("\udcff")
             raw = json.loads(ev.payload)

@@ -98,6 +98,7 @@ SCRIPTS: dict[str, Callable[[int, Results, str], Action]] = {
     "fenced": lambda *_: ("text", '```json\n{"ok": false, "reason": "fenced"}\n```'),
     "prose": lambda *_: ("text", "Looks fine to me."),
     "notjson": lambda *_: ("raw", 200, b"<html>gateway</html>"),
+    "deep": lambda *_: ("raw", 200, b'{"content": ' + b"[" * 100_000),  # Python recursion
     "shapeless": lambda *_: ("raw", 200, b'{"foo": 1}'),
     "ratelimited": lambda *_: (
         "raw",
@@ -435,7 +436,12 @@ async def test_text_answers_fenced_and_prose(
 @pytest.mark.parametrize("flavor", FLAVORS)
 @pytest.mark.parametrize(
     ("scenario", "needle"),
-    [("notjson", "not JSON"), ("shapeless", "malformed"), ("ratelimited", "slow down")],
+    [
+        ("notjson", "not JSON"),
+        ("deep", "not JSON"),
+        ("shapeless", "malformed"),
+        ("ratelimited", "slow down"),
+    ],
 )
 async def test_provider_errors_are_llm_transport(
     server: ModelServer, closing: list[LlmExecutor], flavor: str, scenario: str, needle: str

@@ -476,9 +476,10 @@ def test_bad_worker_name(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- reading
 
 
-def test_corrupt_line_reported_with_file_and_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("junk", [b"{not json", b'{"seq": ' + b"[" * 100_000], ids=["bad", "deep"])
+def test_corrupt_line_reported_with_file_and_line(tmp_path: Path, junk: bytes) -> None:
     build(tmp_path, sealed=0, active=4)
-    edit_lines(active(tmp_path, 1), lambda ls: [*ls[:2], b"{not json", *ls[2:]])
+    edit_lines(active(tmp_path, 1), lambda ls: [*ls[:2], junk, *ls[2:]])
     bad: list[tuple[str, int, str]] = []
     seqs = [
         o.seq for o in iter_outcomes(tmp_path, on_corrupt=lambda f, n, why: bad.append((f, n, why)))
