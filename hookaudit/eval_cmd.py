@@ -203,15 +203,7 @@ def _eval(
     from engine.run import Engine, parse_payload
     from engine.sources import discover, load_sources, parse_scoped
 
-    if event_path == "-":
-        raw = sys.stdin.buffer.read()
-        where = "<stdin>"
-    else:
-        where = event_path
-        try:
-            raw = Path(event_path).read_bytes()
-        except OSError as exc:
-            raise InvalidEvent(event_path, f"cannot read: {exc.strerror or exc}") from exc
+    raw, where = _read_event(event_path)
     payload = parse_payload(raw, where)
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else str(Path.cwd())
     specs = [parse_scoped(s) for s in settings_specs] or discover(str(cwd))
@@ -244,6 +236,36 @@ def _eval(
 
         out, err, code, _ = express_outcome(outcome)
         exit_now(out, err, code)  # no interpreter teardown after the answer
+
+
+def _read_event(event_path: str) -> tuple[bytes, str]:
+    """The hook input, read up to the parser's limit: a larger one is refused with its size
+    without being held in memory (stdin is read to its end, so the writer is not stalled)."""
+    from engine.payload import MAX_EVENT_BYTES
+
+    if event_path == "-":
+        where, stream = "<stdin>", sys.stdin.buffer
+    else:
+        where = event_path
+        try:
+            stream = open(event_path, "rb")  # noqa: SIM115  # closed below
+        except OSError as exc:
+            raise InvalidEvent(where, f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        raw = stream.read(MAX_EVENT_BYTES + 1)
+        if len(raw) > MAX_EVENT_BYTES:
+            size = len(raw)
+            while chunk := stream.read(1 << 20):
+                size += len(chunk)
+            raise InvalidEvent(
+                where, f"event of {size} bytes exceeds the limit of {MAX_EVENT_BYTES} bytes"
+            )
+    except OSError as exc:
+        raise InvalidEvent(where, f"cannot read: {exc.strerror or exc}") from exc
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    return raw, where
 
 
 def _mcp_executors(configs: tuple[str, ...], project_root: str | None) -> dict[str, Any]:

@@ -109,7 +109,7 @@ def test_an_exception_escaping_everything_still_blocks() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    ["deep-100000", "deep-985", "invalid-utf8", "duplicate-key", "string-tool_input"],
+    ["deep-100000", "deep-985", "invalid-utf8", "duplicate-key", "string-tool_input", "9-MB"],
 )
 def test_eval_smoke_hostile_events(tmp_path: Path, case: str) -> None:
     raw = {
@@ -125,6 +125,7 @@ def test_eval_smoke_hostile_events(tmp_path: Path, case: str) -> None:
         "duplicate-key": b'{"hook_event_name":"PreToolUse","tool_name":"Bash",'
         b'"tool_input":{"command":"rm -rf /"},"tool_input":{"command":"ls"}}',
         "string-tool_input": b'{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":"rm -rf /"}',
+        "9-MB": b'{"hook_event_name":"PreToolUse","x":"' + b"a" * (9 << 20) + b'"}',
     }[case]
     event = tmp_path / "deep.json"
     event.write_bytes(raw)
@@ -137,6 +138,29 @@ def test_eval_smoke_hostile_events(tmp_path: Path, case: str) -> None:
     print(
         f"eval {case}: enforcing claude -> exit 2 ({line[len('hookaudit eval: ') :][:80]}); json -> exit 1"
     )
+
+
+def test_eval_reads_an_oversized_stdin_to_its_end_without_holding_it() -> None:
+    """The input is refused with its full size, read 1 MiB at a time past the limit."""
+    big = b'{"hook_event_name":"PreToolUse","x":"' + b"a" * (40 << 20) + b'"}'
+    base = ["eval", "--settings", f"project:{POLICY}", "--event", "-"]
+    line = blocked(hookaudit("", *base, "--posture", "enforcing", "--format", "claude", stdin=big))
+    assert f"event of {len(big)} bytes exceeds the limit of 8388608 bytes" in line
+    # the peak resident size (VmHWM: this image's, unlike ru_maxrss, which keeps the forking
+    # parent's) grows by less than the 40 MiB input over a small one's (it read it whole)
+    patch = (
+        "import atexit, re, sys\n"
+        "atexit.register(lambda: sys.stderr.write(re.search(r'VmHWM:.*', "
+        "open('/proc/self/status').read())[0] + '\\n'))\n"
+    )
+
+    def peak_kib(stdin: bytes) -> int:
+        p = hookaudit(patch, *base, "--format", "json", stdin=stdin)
+        return int(p.stderr.decode().rsplit("VmHWM:", 1)[1].split()[0])
+
+    small = peak_kib(json.dumps(EVENT).encode())
+    large = peak_kib(big)
+    assert large - small < 20 * 1024, (small, large)
 
 
 @pytest.mark.parametrize("fail", ["closed", "open"])
