@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from engine.errors import HookauditError
+from ingest.private import UnsafeDataDir, check_data_dir, make_private
 
 __all__ = ["demo_cmd"]
 
@@ -47,6 +48,10 @@ def _check_data_dir(data_dir: Path, live_reason: Any) -> None:
     """Refuse a data dir in use (one line, exit 1); create a new one."""
     if data_dir.exists() and not data_dir.is_dir():
         _fail(f"--data-dir {data_dir}: not a directory")
+    try:
+        check_data_dir(data_dir)
+    except UnsafeDataDir as exc:
+        _fail(str(exc))
     if data_dir.is_dir():
         why = live_reason(data_dir)
         if why is not None:
@@ -55,7 +60,7 @@ def _check_data_dir(data_dir: Path, live_reason: Any) -> None:
                 "(give a new or empty directory)"
             )
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        make_private(data_dir)
         probe = data_dir / ".hookaudit-demo-probe"
         probe.write_bytes(b"")
         probe.unlink()

@@ -67,7 +67,12 @@ def keys_cmd(directory: Path, emitters: tuple[str, ...]) -> None:
             f"{bad[0]!r}: expected letters, digits, '-' or '_' (at most 64)",
             param_hint="--emitter",
         )
+    from ingest.private import check_data_dir
+
     try:
+        # Existing seeds there are reused: a directory another user owns or can write
+        # would hand hookaudit their keys (or them ours).
+        check_data_dir(directory, label="--dir")
         keys = ensure_keys_in(directory)
         pub = ensure_reply_key_in(directory)
         hosts = ensure_emitter_keys_in(directory, emitters)

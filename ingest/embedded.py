@@ -48,6 +48,7 @@ import msgspec
 from engine.errors import SettingsError, Unavailable
 from ingest.natsauth import authorization_block, ensure_role_keys, write_private
 from ingest.natsproc import BINARY, HOST, accepts, is_our_server, spawn, wait_ready
+from ingest.private import check_data_dir, make_private
 from ingest.procs import terminate as _terminate
 from ingest.replysig import ensure_reply_key
 
@@ -122,14 +123,12 @@ def _nats_dir(data_dir: Path) -> Path:
 
 
 def _private_dirs(ndir: Path) -> None:
-    """Create the data dir and ``nats/`` 0700 (whatever the umask), or say why not in a line."""
+    """Create the data dir and ``nats/`` 0700 (whatever the umask), or say why not in a line;
+    UnsafeDataDir when another user owns or can write them (ingest.private)."""
     data_dir = ndir.parent
+    check_data_dir(data_dir)  # a neighbour's directory gets no keys and no server
     try:
-        if not data_dir.exists():
-            data_dir.mkdir(mode=0o700, parents=True)
-            os.chmod(data_dir, 0o700)
-        ndir.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(ndir, 0o700)
+        make_private(ndir)
     except OSError as e:
         raise Unavailable(
             f"data dir {data_dir}: cannot create {e.filename or ndir}: {e.strerror}"
@@ -289,6 +288,7 @@ def embedded_status(data_dir: Path) -> dict[str, object] | None:
         >>> embedded_status(Path("/tmp/ha"))  # doctest: +SKIP
         {'url': 'nats://127.0.0.1:40665', 'pid': 4242, ..., 'accepting': True}
     """
+    check_data_dir(data_dir)
     live = _live(_nats_dir(data_dir))
     if live is None:
         return None
@@ -312,6 +312,7 @@ def resolve_url(nats_url: str | None, data_dir: Path | None) -> str:
             f"no NATS server given: pass --nats URL (or set ${ENV_NATS_URL}), or pass "
             f"--data-dir (or set ${ENV_DATA_DIR}) and run `hookaudit nats up`"
         )
+    check_data_dir(where)  # a record another user could write names their server
     live = _live(_nats_dir(where))
     if live is None:
         raise Unavailable(

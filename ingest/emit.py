@@ -81,6 +81,14 @@ def emit(raw: bytes, opts: EmitOptions, *, full: Rejection | None = None) -> Res
         >>> r.status, r.exit_code  # doctest: +SKIP
         ('published', 0)
     """
+    from ingest.private import UnsafeDataDir, check_data_dir
+
+    try:
+        check_data_dir(opts.target.data_dir)
+    except UnsafeDataDir as unsafe:
+        # Nothing is spooled, kept or trusted there: the events and keys would be another
+        # user's to read or forge. The agent gets the fail mode's answer and the reason.
+        return _refused_data_dir(raw, opts, unsafe)
     try:
         payload, text = validate(raw)
     except InvalidEvent as e:
@@ -96,6 +104,16 @@ def emit(raw: bytes, opts: EmitOptions, *, full: Rejection | None = None) -> Res
         return asyncio.run(_deliver(event, opts, spool))
     except Exception as e:  # a bug must not block the agent unless it asked for closed
         return undelivered(event, opts, spool, f"internal error: {type(e).__name__}: {e}")
+
+
+def _refused_data_dir(raw: bytes, opts: EmitOptions, why: HookauditError) -> Result:
+    """The answer when the data dir is not private: the fail mode's, naming why."""
+    try:
+        payload, _ = validate(raw)
+        name = str(payload.get("hook_event_name", ""))
+    except InvalidEvent as e:
+        return rejected_result(opts, e, f"; input NOT kept: {why}")
+    return fail_result(name, opts.fail, f"no decision: {why}", status="no-decision")
 
 
 def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection | None) -> Result:

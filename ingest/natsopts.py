@@ -148,7 +148,8 @@ def connect_options(
 ) -> ConnectOptions:
     """Where and how `role` connects: the given flags, else the data dir's embedded server.
 
-    Raises `Unavailable` when no server is given and none runs for `data_dir`.
+    Raises `Unavailable` when no server is given and none runs for `data_dir`, and
+    `UnsafeDataDir` when another user owns or can write `data_dir` (ingest.private).
 
     Example:
         >>> co = connect_options(NatsArgs(nats_url="nats://h:4222"), Path("/d"), "worker")
@@ -157,7 +158,11 @@ def connect_options(
     """
     from ingest.embedded import live_server, resolve_url
     from ingest.nats import ConnectOptions, split_urls
+    from ingest.private import check_data_dir
 
+    # Role keys, reply.pub, the server's record and the spool are all read from or written
+    # to the data dir: one another user can write is refused before any of them is touched.
+    check_data_dir(data_dir)
     url = resolve_url(args.nats_url, data_dir)
     nkey = args.nkey_seed
     follow: Path | None = None

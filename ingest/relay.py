@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from engine.errors import HookauditError, InvalidEvent, SettingsError, Unavailable
+from engine.errors import HookauditError, InvalidEvent, Unavailable
 from engine.failclosed import closed_answer, one_line, open_reason
 from engine.records import HookEvent, new_event
 from ingest import emit as em
@@ -333,7 +333,7 @@ class Relay:
             return
         try:
             verifier = self._verify_key()
-        except SettingsError:
+        except HookauditError:
             return  # the waiting request reports the bad key itself
         if verifier is not None and not verifier.verify_reply(msg.data, msg.headers):
             _log.warning("reply for event %s not signed by a trusted worker: ignored", key)

@@ -341,6 +341,9 @@ def trusted_verifier(worker_key: str | None, data_dir: Path) -> Verifier | None:
     text = worker_key or os.environ.get(ENV_WORKER_KEY)
     if text:
         return Verifier.from_keys(text.split(","))
+    from ingest.private import check_data_dir
+
+    check_data_dir(data_dir)  # a reply.pub another user could plant names their key
     pub = reply_public_path(data_dir)
     try:
         content = pub.read_text()

@@ -61,6 +61,7 @@ from engine.errors import HookauditError, LogCorrupt, Unavailable
 from engine.records import decode_outcome_msgpack
 from engine.sources import Effective, load_sources
 from ingest.log import LogWriter, Segment, sealed_mismatches, segments
+from ingest.private import make_private
 from replay import report as report_mod
 from replay.parts import LateSkips, Restart, SegmentQueue, duplicates
 from replay.request import JobResult, Request, progress_counter
@@ -302,7 +303,7 @@ def write_summary(data_dir: str | Path, report: dict[str, Any]) -> Path:
     """Write a report to `summary_path` durably (temp file, fsync, rename); return the path."""
     path = summary_path(data_dir, report["replay_id"])
     folder = path.parent
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private(folder)
     tmp = path.with_name(path.name + ".tmp")
     data = json.dumps(report, indent=1, sort_keys=True).encode()
     with open(tmp, "wb") as f:

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from engine.errors import HookauditError
+from ingest.private import make_private
 from ingest.protocol import default_data_dir
 
 __all__ = ["siem_group"]
@@ -29,7 +30,7 @@ def _redaction_key(data_dir: Path, key_file: str | None) -> bytes:
     path = Path(key_file) if key_file else data_dir / "siem" / "redact.key"
     if key_file is None and not path.exists():
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_private(path.parent)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
                 f.write(secrets.token_bytes(32))
@@ -239,6 +240,13 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
     if not NAME_OK.fullmatch(o["name"]):
         raise click.UsageError(f"--name {o['name']!r}: expected 1-64 of [A-Za-z0-9_-]")
     d = o["data_dir"] or default_data_dir()
+    from ingest.private import UnsafeDataDir, check_data_dir
+
+    try:  # before the redaction key or the sink's lock is made there
+        check_data_dir(d)
+    except UnsafeDataDir as exc:
+        _fail(str(exc))
+        return
     try:
         subject_filter = o["subject_filter"] and parse_filter(o["subject_filter"])
         extra = [parse_pattern(s) for s in o["redact_specs"]]

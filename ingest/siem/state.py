@@ -23,6 +23,7 @@ import msgspec
 
 from engine.errors import Unavailable
 from ingest.log.files import Held, holder, take_lock
+from ingest.private import make_private
 
 __all__ = [
     "BadState",
@@ -124,7 +125,7 @@ def hold_sink(data_dir: Path, name: str) -> int:
     """Take sink `name`'s lock (an fd, held until closed): two processes of one sink in one
     data dir would overwrite each other's counters. Unavailable when it is running."""
     d = sink_dir(data_dir, name)
-    d.mkdir(parents=True, exist_ok=True)
+    make_private(d)
     try:
         return take_lock(d / "lock")
     except Held as h:
@@ -149,7 +150,7 @@ def put_counters(data_dir: Path, name: str, data: bytes) -> None:
     Blocking: a rename can take a tenth of a second on a busy disk, so the forwarder calls
     it from a thread."""
     d = sink_dir(data_dir, name)
-    d.mkdir(parents=True, exist_ok=True)
+    make_private(d)
     tmp = d / f"status.json.{os.getpid()}.tmp"
     tmp.write_bytes(data)
     tmp.replace(d / "status.json")
@@ -164,7 +165,7 @@ def append_parked(data_dir: Path, name: str, items: list[Parked]) -> None:
     if not items:
         return
     d = sink_dir(data_dir, name)
-    d.mkdir(parents=True, exist_ok=True)
+    make_private(d)
     fd = os.open(d / "parked.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
     try:
         os.write(fd, b"".join(_enc.encode(p) + b"\n" for p in items))

@@ -29,7 +29,8 @@ def _install_packages() -> list[str]:
 def _install_provides() -> set[str]:
     m = re.search(r"declare -A PROVIDES=\((.*?)\)\n", INSTALL, re.S)
     assert m is not None, "install.sh: no PROVIDES table"
-    return {v.rsplit("/", 1)[-1] for v in re.findall(r"\]=(\S+)", m.group(1))}
+    values = re.findall(r'\]=("[^"]*"|\S+)', m.group(1))  # one or more, space-separated
+    return {w.rsplit("/", 1)[-1] for v in values for w in v.strip('"').split()}
 
 
 def test_quick_start_lists_every_package_install_sh_installs() -> None:
