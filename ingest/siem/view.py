@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -258,9 +259,10 @@ def _build(o: Outcome | _Outcome, seq: int, redactor: Redactor | None, max_field
     rules_all = [_rule(r) for r in o.runs]
     extras = [ev.event, ev.session_id, ev.host, ev.user, ev.source, o.reason or ""]
     extras += [ev.tool_name or "", ev.tool_use_id or "", ev.cwd or "", *o.errors, *rules_all]
+    joined = "\n".join(extras)
     # One look for the patterns' literals over the payload's JSON text and the other
     # fields; a JSON text without \u escapes holds every literal of its decoded strings.
-    if exact and "\\u" not in ev.payload and red.clear(ev.payload + "\n" + "\n".join(extras)):
+    if exact and "\\u" not in ev.payload and red.clear(ev.payload + "\n" + joined):
         b.redactor = None
     else:
         strings: list[str] = []
@@ -277,27 +279,42 @@ def _build(o: Outcome | _Outcome, seq: int, redactor: Redactor | None, max_field
         _, _, rest = ev.tool_name.partition("mcp__")
         mcp_server, _, mcp_tool = rest.partition("__")
     identity = f"{ev.id}\x00{o.settings_id}\x00{o.replay_id or ''}"
-    decisive = [r for r in o.runs if r.outcome == "deny"] or [r for r in o.runs if r.decision]
+    runs: Sequence[HookRun | _Run] = o.runs
+    decisive = [k for k, r in enumerate(runs) if r.outcome == "deny"]
+    decisive = decisive or [k for k, r in enumerate(runs) if r.decision]
     command = ti.get("command")
+    # The usual outcome: nothing to redact, every field short ASCII (their joined text is
+    # short and ASCII): `b.text` would give each field back as it is, so it is not called.
+    if b.redactor is None and len(joined) <= max_field and joined.isascii():
+        event, tool, tool_use_id, cwd = ev.event, ev.tool_name, ev.tool_use_id, ev.cwd
+        session_id, host, user, source = ev.session_id, ev.host, ev.user, ev.source
+        reason, errors = o.reason, o.errors[:16]
+        rules = [rules_all[k] for k in decisive[:16]]
+    else:
+        event, tool, tool_use_id = b.text(ev.event), b.opt(ev.tool_name), b.opt(ev.tool_use_id)
+        cwd, session_id, host = b.opt(ev.cwd), b.text(ev.session_id), b.text(ev.host)
+        user, source, reason = b.text(ev.user), b.text(ev.source), b.opt(o.reason)
+        errors = [b.text(e) for e in o.errors[:16]]
+        rules = [b.text(rules_all[k]) for k in decisive[:16]]
     return View(
         record_id=hashlib.sha256(identity.encode()).hexdigest()[:32],
         event_id=ev.id,
         seq=seq,
         time_ms=int(ev.ts.timestamp() * 1000),
-        event=b.text(ev.event),
-        tool=b.opt(ev.tool_name),
-        tool_use_id=b.opt(ev.tool_use_id),
+        event=event,
+        tool=tool,
+        tool_use_id=tool_use_id,
         kind=kind,
         file_action=file_action,
-        session_id=b.text(ev.session_id),
-        host=b.text(ev.host),
-        user=b.text(ev.user),
-        cwd=b.opt(ev.cwd),
-        source=b.text(ev.source),
+        session_id=session_id,
+        host=host,
+        user=user,
+        cwd=cwd,
+        source=source,
         decision=o.decision or "none",
         blocked=o.blocked,
         decided_by=o.decided_by,
-        reason=b.opt(o.reason),
+        reason=reason,
         command=command if isinstance(command, str) else None,
         file_path=_str(ti.get("file_path") or ti.get("notebook_path") or ti.get("path")),
         url=_str(ti.get("url")),
@@ -306,8 +323,8 @@ def _build(o: Outcome | _Outcome, seq: int, redactor: Redactor | None, max_field
         settings_id=o.settings_id,
         posture=o.posture,
         replay_id=o.replay_id,
-        rules=[b.text(_rule(r)) for r in decisive[:16]],
-        errors=[b.text(e) for e in o.errors[:16]],
+        rules=rules,
+        errors=errors,
         payload=payload,
         truncated=b.cut,
         untruncated_size=len(ev.payload),

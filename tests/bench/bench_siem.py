@@ -10,6 +10,14 @@ counts from its start (connect and consumer included) until the receiver holds e
 not its shutdown after; `ratio` = forward / baseline.
 Targets: ratio >= 0.7; syslog TCP >= 20k events/s, TLS >= 10k.
 
+The ceiling: in the same run, a loop that only pulls the same outcomes from a durable
+consumer configured as the forwarder's and acks them (the forwarder's own puller and batched
+acks; nothing decoded, formatted or sent). No forwarder that takes its outcomes from
+JetStream with explicit acks can go faster than that on this machine, so `ceiling_ratio` =
+pull+ack / baseline bounds `ratio` from above. `combined_ratio` = forward against
+1 / (1/pull+ack + 1/baseline), the combined raw limit bench_scale uses for the worker: a
+process doing only the pulling, acking and sending of the same bytes, one after the other.
+
     .venv/bin/python tests/bench/bench_siem.py [--events 20000] [--batch 512] [--format cef]
         [--only syslog+tcp,hec]
 """
@@ -35,6 +43,7 @@ from engine.records import encode_msgpack
 from ingest import embedded
 from ingest import nats as ha_nats
 from ingest.nats import ConnectOptions
+from ingest.pull import Puller, ack_many
 from ingest.siem.formats import Formatted, format_view
 from ingest.siem.forward import Forwarder
 from ingest.siem.http import ElasticSink, hec_event
@@ -87,6 +96,37 @@ class Receiver:
     def stop(self) -> None:
         self.p.terminate()
         self.p.wait()
+
+
+async def pull_ack(url: str, names: ha_nats.Names, name: str, n: int, batch: int) -> float:
+    """Seconds to pull `n` outcomes from a new durable consumer configured as the
+    forwarder's and ack them, batch by batch (nothing else): the ceiling."""
+    from nats.js import api as js_api
+
+    nc = await ha_nats.connect(url)
+    js = nc.jetstream()
+    cfg = js_api.ConsumerConfig(
+        durable_name=name,
+        deliver_policy=js_api.DeliverPolicy.ALL,
+        ack_policy=js_api.AckPolicy.EXPLICIT,
+        ack_wait=120.0,
+        max_ack_pending=max(4 * batch, 1024),
+        filter_subject=names.outcomes_subjects,
+    )
+    await js.add_consumer(names.outcomes_stream, cfg)
+    t0 = time.perf_counter()
+    puller = Puller(nc, names.outcomes_stream, name, ahead=True)
+    await puller.start()
+    got = 0
+    while got < n:
+        msgs = await puller.fetch(batch, timeout=1.0)
+        await ack_many(nc, msgs)
+        got += len(msgs)
+    await nc.flush()
+    dt = time.perf_counter() - t0
+    await puller.stop()
+    await nc.close()
+    return dt
 
 
 def chunks(recs: list[Formatted], batch: int) -> list[list[Formatted]]:
@@ -215,6 +255,11 @@ def run_one(
     if kind != "udp" and got_base != len(recs):  # a rate over lost records is no upper bound
         raise SystemExit(f"{transport} baseline: receiver counted {got_base} of {len(recs)}")
     base_s = (sent_at if kind == "udp" else time.perf_counter()) - t0
+    srv = embedded.live_server(d)
+    assert srv is not None
+    ceiling_s = asyncio.run(
+        pull_ack(srv.url, names, f"ceiling-{transport.replace('+', '-')}", n_events, a.batch)
+    )
 
     async def go() -> tuple[float, float]:
         fwd = await forward(
@@ -254,7 +299,8 @@ def run_one(
         raise SystemExit(f"{transport} forward: receiver counted {got_fwd} of {len(recs)}")
     if rx:
         rx.stop()
-    fwd_rate, base_rate = n_events / total, n_events / base_s
+    fwd_rate, base_rate, ceiling = n_events / total, n_events / base_s, n_events / ceiling_s
+    combined = 1 / (1 / ceiling + 1 / base_rate)
     out: dict[str, object] = {
         "transport": transport,
         "format": a.format,
@@ -263,6 +309,9 @@ def run_one(
         "forward_events_per_s": round(fwd_rate),
         "baseline_events_per_s": round(base_rate),
         "ratio": round(fwd_rate / base_rate, 3),
+        "pull_ack_events_per_s": round(ceiling),
+        "ceiling_ratio": round(ceiling / base_rate, 3),
+        "combined_ratio": round(fwd_rate / combined, 3),
         "forwarder_cpu_us_per_event": round(cpu_s / n_events * 1e6, 1),
     }
     if kind == "udp":
