@@ -18,6 +18,9 @@ the same way, by the parent polling the server (acked events, stored outcomes) a
 10%..90% span, so process start-up is not counted. Over the same span the CPU time (user +
 system, from /proc) of the W children, of the nats-server process(es) and of the parent is
 taken, per event: it says who uses the two cores (the `cpu_us_per_event` of each phase).
+`cpu_bound_per_s` = cores / the worker phase's CPU per event (all its processes): the rate
+no scheduling of that work can beat on this machine, and `cpu_bound_ratio` = that over the
+combined raw limit, the ceiling of `ratio` for this code here.
 Prints JSON; target ratio ≥ 0.85.
 
 Run: .venv/bin/python tests/bench/bench_scale.py [N] [--nodes 1|3] [--workers 1|2]
@@ -281,6 +284,11 @@ async def measure(url: str, ca: str | None, replicas: int, count: int, w: int, d
     await nc.close()
     pull = (raw1 + raw2) / 2
     combined = 1 / (1 / pull + 1 / publish)
+    # What the machine's cores allow the worker phase: all its processes' CPU per event
+    # (workers, servers, the parent's polling) spread perfectly over every core. No
+    # scheduling beats it, so worker / combined cannot exceed cpu_bound / combined.
+    spent = sum(cpu["worker"].values())
+    cpu_bound = (os.cpu_count() or 1) / (spent * 1e-6) if spent else float("inf")
     return {
         "nodes": replicas,
         "workers": w,
@@ -292,6 +300,8 @@ async def measure(url: str, ca: str | None, replicas: int, count: int, w: int, d
         "worker_per_s": round(worker),
         "ratio": round(worker / combined, 3),
         "target_ratio": TARGET,
+        "cpu_bound_per_s": round(cpu_bound),
+        "cpu_bound_ratio": round(cpu_bound / combined, 3),
         "cpu_us_per_event": cpu,
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }

@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,17 +72,6 @@ def _one_line(p: subprocess.CompletedProcess[bytes]) -> str:
     lines = [x for x in err.splitlines() if x.strip()]
     assert len(lines) == 1, err
     return lines[0]
-
-
-@pytest.fixture
-def lair() -> Iterator[Path]:
-    """A directory the neighbour can create things in (pytest's tmp dirs are 0700)."""
-    d = Path(tempfile.mkdtemp(prefix="hookaudit-lair-"))
-    os.chmod(d, 0o777)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -62,20 +62,6 @@ FAKE_RELAY = textwrap.dedent(
 
 
 @pytest.fixture
-def lair() -> Iterator[Path]:
-    """A directory another uid can reach (pytest's tmp dirs are 0700)."""
-    import shutil
-    import tempfile
-
-    d = Path(tempfile.mkdtemp(prefix="hookaudit-lair-"))
-    os.chmod(d, 0o777)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
     s = Stack(data=tmp_path / "data", settings=write_settings(tmp_path))
     s.nats_up()
