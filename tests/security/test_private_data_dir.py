@@ -19,11 +19,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ingest.private import SUBDIRS, UnsafeDataDir, check_data_dir, make_private
 from tests.integration.relay_support import REPO, Stack, env, hookaudit, pre_tool_use
@@ -316,3 +319,37 @@ def test_a_private_data_dir_still_works_end_to_end(tmp_path: Path) -> None:
     finally:
         s.stop()
         s.nats_down()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    mode=st.integers(0, 0o777),
+    sub=st.sampled_from(["", *SUBDIRS]),
+    uid=st.sampled_from([None, 0, 1, NOBODY]),
+)
+def test_the_rule_over_every_mode_and_owner(mode: int, sub: str, uid: int | None) -> None:
+    """A directory (the data dir, or one of its subdirectories) is refused exactly when group
+    or others may write it, or (as root, who can give it away) another user than this one
+    or root owns it; the data dir and the other directories stay 0700 and ours."""
+    base = Path(tempfile.mkdtemp(prefix="hookaudit-rule-"))
+    try:
+        data = base / "d"
+        make_private(data / sub if sub else data)
+        target = data / sub if sub else data
+        os.chmod(target, mode)
+        owner = os.geteuid()
+        if uid is not None and os.geteuid() == 0:
+            os.chown(target, uid, -1)
+            owner = uid
+        unsafe = bool(mode & 0o022) or owner not in (os.geteuid(), 0)
+        try:
+            check_data_dir(data)
+        except UnsafeDataDir as e:
+            assert unsafe, str(e)
+            assert "\n" not in str(e) and str(target) in str(e)
+        else:
+            assert not unsafe, (oct(mode), owner)
+    finally:
+        for d in (base / "d", *(base / "d").rglob("*")):
+            d.chmod(0o700)  # the cleanup may go through it (as a plain user too)
+        shutil.rmtree(base, ignore_errors=True)
