@@ -36,6 +36,7 @@ import stat
 from pathlib import Path
 
 from engine.errors import HookauditError
+from ingest.logsetup import escape_controls
 
 __all__ = ["SUBDIRS", "UnsafeDataDir", "check_data_dir", "make_private"]
 
@@ -58,6 +59,11 @@ def _why(st: os.stat_result, euid: int) -> str | None:
     return None
 
 
+def _shown(p: Path) -> str:
+    """`p` for a message: a path with a line break or escape still makes one line."""
+    return escape_controls(str(p))
+
+
 def check_data_dir(data_dir: str | os.PathLike[str], *, label: str = "data dir") -> None:
     """Raise UnsafeDataDir unless `data_dir` and its hookaudit subdirectories are private
     (`label` names it in the message: `--dir` for `nats keys`, whose seeds go there)."""
@@ -68,10 +74,10 @@ def check_data_dir(data_dir: str | os.PathLike[str], *, label: str = "data dir")
     except FileNotFoundError:
         return
     except OSError as e:
-        raise UnsafeDataDir(f"{label} {d}: cannot stat: {e.strerror}") from e
+        raise UnsafeDataDir(f"{label} {_shown(d)}: cannot stat: {e.strerror}") from e
     why = _why(st, euid)
     if why:
-        raise UnsafeDataDir(f"{label} {d}: {why}: refusing to keep keys or events there")
+        raise UnsafeDataDir(f"{label} {_shown(d)}: {why}: refusing to keep keys or events there")
     for sub in SUBDIRS:
         p = d / sub
         try:
@@ -79,10 +85,10 @@ def check_data_dir(data_dir: str | os.PathLike[str], *, label: str = "data dir")
         except FileNotFoundError:
             continue
         except OSError as e:
-            raise UnsafeDataDir(f"{label} {d}: {sub}: cannot stat: {e.strerror}") from e
+            raise UnsafeDataDir(f"{label} {_shown(d)}: {sub}: cannot stat: {e.strerror}") from e
         why = "a symlink" if stat.S_ISLNK(st.st_mode) else _why(st, euid)
         if why:
-            raise UnsafeDataDir(f"{label} {d}: {p}: {why}: refusing to use it")
+            raise UnsafeDataDir(f"{label} {_shown(d)}: {_shown(p)}: {why}: refusing to use it")
 
 
 def make_private(path: str | os.PathLike[str]) -> None:

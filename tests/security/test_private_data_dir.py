@@ -186,6 +186,14 @@ def test_a_data_dir_others_may_write_is_refused_and_left_untouched(tmp_path: Pat
         assert "internal error" not in p.stderr.decode()
     assert _tree(share) == []
 
+    # A path with a line break or an escape is named on one line all the same.
+    odd = tmp_path / "odd\ndir\x1b[2J"
+    odd.mkdir()
+    os.chmod(odd, 0o777)
+    for args in (("nats", "up"), ("emit", "--wait", "--fail", "closed")):
+        p = hookaudit(*args, "--data-dir", str(odd), stdin=pre_tool_use("ls"))
+        assert "odd\\x0adir\\x1b[2J: writable by group or others" in _one_line(p), args
+
     # `nats keys --dir` reuses the seeds it finds: the same rule for its directory.
     p = hookaudit("nats", "keys", "--dir", str(share))
     assert p.returncode == 1

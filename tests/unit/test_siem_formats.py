@@ -438,6 +438,15 @@ def test_prefilter_equals_one_test_per_literal(text: str) -> None:
     assert r.clear(text) == each
 
 
+def test_every_built_in_literal_is_ascii() -> None:
+    """`clear`'s automaton looks for the literals lower-cased in the lower-cased text: an
+    ASCII literal in a text is, lower-cased, in the lower-cased text; a non-ASCII one need
+    not be (lower() of some characters depends on their neighbours or changes length)."""
+    r = Redactor(key=b"k")
+    assert r._exact and r._folded
+    assert all(n.isascii() for n in (*r._exact, *r._folded))
+
+
 def test_secret_hidden_behind_json_escapes_is_redacted() -> None:
     """A payload may spell a secret with \\u escapes (AKIA as A\\u004bIA): the literal test on
     the JSON text cannot see it, so such a payload takes the full scan."""
