@@ -208,7 +208,7 @@ def _bad(file: str, path: str, why: str, warnings: list[str], strict: bool) -> N
 
 
 def _parse_group(
-    raw: object, file: str, path: str, warnings: list[str], strict: bool
+    raw: object, file: str, path: str, warnings: list[str], strict: bool, keep_bad_regex: bool
 ) -> Group | None:
     if not isinstance(raw, dict):
         _bad(file, path, "expected an object with 'hooks'", warnings, strict)
@@ -221,7 +221,7 @@ def _parse_group(
         why = regex_error(matcher)
         if why is not None:
             message = f"invalid regex {matcher!r} ({why}); the group would never match"
-            if strict:
+            if strict and not keep_bad_regex:
                 raise SettingsError(file, path + ".matcher", message)
             warnings.append(f"{file}: {path}.matcher: {message}")
     hooks_raw = raw.get("hooks")
@@ -249,8 +249,12 @@ def parse_settings(
     strict: bool = True,
     warnings: list[str] | None = None,
     skip_unknown_events: bool = False,
+    keep_bad_regex: bool = False,
 ) -> SettingsFile:
     """Validate one settings document (already JSON-decoded).
+
+    ``keep_bad_regex``: a matcher that is not a valid regex is a warning and its group never
+    matches (what Claude Code does) even when ``strict``; otherwise strict refuses the file.
 
     >>> parse_settings({"disableAllHooks": True}, "u.json").disableAllHooks
     True
@@ -275,7 +279,7 @@ def parse_settings(
             continue
         groups = []
         for gi, g in enumerate(groups_raw):
-            parsed = _parse_group(g, file, f"hooks.{event}[{gi}]", warns, strict)
+            parsed = _parse_group(g, file, f"hooks.{event}[{gi}]", warns, strict, keep_bad_regex)
             if parsed is not None:
                 groups.append(parsed)
         hooks[event] = tuple(groups)
@@ -298,6 +302,7 @@ def load_file(
     strict: bool = True,
     warnings: list[str] | None = None,
     skip_unknown_events: bool = False,
+    keep_bad_regex: bool = False,
 ) -> SettingsFile:
     """Read and validate one settings (or plugin hooks.json) file.
 
@@ -324,7 +329,12 @@ def load_file(
             str(p), "", "cannot read: JSON nested deeper than this parser goes (~1,000 levels)"
         ) from exc
     return parse_settings(
-        data, str(p), strict=strict, warnings=warnings, skip_unknown_events=skip_unknown_events
+        data,
+        str(p),
+        strict=strict,
+        warnings=warnings,
+        skip_unknown_events=skip_unknown_events,
+        keep_bad_regex=keep_bad_regex,
     )
 
 

@@ -230,12 +230,20 @@ def _base_dir(scope: str, file: Path, project_dir: str | None) -> str:
 # unknown hook type, a group that is not an object, a bad timeout or matcher, `hooks` not an
 # object): it ignores that whole file and keeps the others. Unknown event names are skipped.
 CLAUDE_CODE_BROKEN_FILE = "Claude Code ignores every hook of this file and keeps the other files"
+# A matcher that is not a valid regex: Claude Code keeps the file and runs its other groups.
+CLAUDE_CODE_BAD_REGEX = "Claude Code keeps this file and runs its other groups"
 
 
 def _load_checked(path: Path, strict: bool, warnings: list[str]) -> SettingsFile | None:
     """One file; None when lenient and Claude Code would ignore it."""
     try:
-        sf = load_file(path, strict=True, warnings=warnings, skip_unknown_events=not strict)
+        sf = load_file(
+            path,
+            strict=True,
+            warnings=warnings,
+            skip_unknown_events=not strict,
+            keep_bad_regex=not strict,  # Claude Code keeps the file; that group never matches
+        )
         if not strict:
             for groups in sf.hooks.values():
                 for g in groups:
@@ -244,11 +252,12 @@ def _load_checked(path: Path, strict: bool, warnings: list[str]) -> SettingsFile
                             raise SettingsError(str(path), "", f"unknown hook type {h.type!r}")
         return sf
     except SettingsError as exc:
-        if exc.why.startswith("cannot read") or "invalid regex" in exc.why:
-            raise  # Claude Code keeps a file whose matcher is a bad regex: it never matches
+        if exc.why.startswith("cannot read"):
+            raise
         if strict:
+            what = CLAUDE_CODE_BAD_REGEX if "invalid regex" in exc.why else CLAUDE_CODE_BROKEN_FILE
             raise SettingsError(
-                exc.file, exc.path, f"{exc.why} ({CLAUDE_CODE_BROKEN_FILE}; --lenient does so too)"
+                exc.file, exc.path, f"{exc.why} ({what}; --lenient does so too)"
             ) from exc
         warnings.append(f"{exc} (file ignored: {CLAUDE_CODE_BROKEN_FILE})")
         return None

@@ -144,10 +144,11 @@ def eval_cmd(
 
     Exit status: 0 when the event was evaluated (whatever the decision; with
     --format claude, the exit code a Claude Code hook would use), 1 on bad input,
-    2 on usage errors. With --format claude --posture enforcing it is a hook that
-    fails closed: bad input (too large, nested deeper than 64, duplicate keys, wrong
-    field types, not UTF-8), bad settings or any internal error exit 2 with the reason
-    on stderr, which blocks.
+    2 on usage errors. With --format claude it is a hook that fails closed in every
+    posture: bad input (too large, nested deeper than 64, duplicate keys, wrong field
+    types, not UTF-8), settings it refuses or any internal error exit 2 with the reason
+    on stderr, which blocks (exit 1 would let the call run, whatever the policy says).
+    The posture decides only what a hook's own error means.
 
     \b
     Example:
@@ -157,10 +158,12 @@ def eval_cmd(
     """
     from engine.failclosed import closed_answer, exit_now, guard_process, one_line
 
-    # With --format claude under the enforcing posture this process is a hook that fails
-    # closed: whatever goes wrong (bad input, bad settings, a bug, an exception at exit)
-    # it exits 2 with the reason on stderr, which blocks; never exit 1, which would not.
-    closed = fmt == "claude" and posture == "enforcing"
+    # With --format claude this process stands in for the hooks of a Claude Code session:
+    # whatever goes wrong before a decision (bad input, settings it refuses, a bug, an
+    # exception at exit) it exits 2 with the reason on stderr, which blocks; never exit 1,
+    # which would let a call run that the policy may deny. This holds in every posture: the
+    # posture says what a *hook's* error means, and here no hook has run.
+    closed = fmt == "claude"
     guard_process("hookaudit eval", closed=closed)
     try:
         _eval(

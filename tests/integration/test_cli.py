@@ -186,10 +186,54 @@ def test_eval_bad_settings_names_file_and_field(tmp_path: Path) -> None:
     assert p.returncode == 1
     assert p.stderr.strip() == (
         f"hookaudit eval: {bad}: hooks.PreToolUse[0].matcher: invalid regex '(' "
-        "(missing ')'); the group would never match"
+        "(missing ')'); the group would never match (Claude Code keeps this file and runs "
+        "its other groups; --lenient does so too)"
     )
     missing = run("eval", "--settings", f"project:{tmp_path}/nope.json", stdin=bash("ls"))
     assert missing.returncode == 1 and "nope.json: cannot read" in missing.stderr
+
+
+@pytest.mark.parametrize("bad_regex", ["[", "Bash(", "(?i)bash"])
+def test_a_bad_matcher_regex_never_lets_the_valid_group_s_deny_through(
+    tmp_path: Path, bad_regex: str
+) -> None:
+    """Claude Code 2.1.332 keeps a file with an invalid matcher regex and runs its valid
+    groups (docs/hooks-protocol.md section 10): --lenient runs the valid `Bash` group's deny,
+    and strict --format claude, which refuses the file, blocks rather than exit 1."""
+    policy = tmp_path / "settings.json"
+    deny = {"type": "command", "command": "echo no >&2; exit 2"}
+    policy.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {"matcher": bad_regex, "hooks": [{"type": "command", "command": "true"}]},
+                        {"matcher": "Bash", "hooks": [deny]},
+                    ]
+                }
+            }
+        )
+    )
+    spec = f"project:{policy}"
+    lenient = run(
+        "eval",
+        "--settings",
+        spec,
+        "--lenient",
+        "--format",
+        "claude",
+        stdin=bash("ls", str(tmp_path)),
+    )
+    assert lenient.returncode == 0, lenient.stderr
+    answer = json.loads(lenient.stdout)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny" and answer["permissionDecisionReason"] == "no"
+    doc = run("eval", "--settings", spec, "--lenient", stdin=bash("ls", str(tmp_path)))
+    assert doc.returncode == 0 and json.loads(doc.stdout)["blocked"] is True
+    assert "invalid regex" in doc.stderr and "never match" in doc.stderr
+    strict = run("eval", "--settings", spec, "--format", "claude", stdin=bash("ls", str(tmp_path)))
+    assert strict.returncode == 2, strict.stderr
+    assert "invalid regex" in strict.stderr and "fails closed" in strict.stderr
+    assert len(strict.stderr.strip().splitlines()) == 1
 
 
 def test_eval_lenient_ignores_a_broken_file_like_claude_code(tmp_path: Path) -> None:

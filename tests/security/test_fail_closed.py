@@ -88,11 +88,18 @@ def test_eval_claude_enforcing_blocks_on_an_injected_fault(fault: str) -> None:
     p = hookaudit(FAULTS[fault], *args, stdin=json.dumps(EVENT).encode())
     line = blocked(p)
     assert "internal error" in line
-    # the same fault without enforcing: one line, exit 1 (an error, not a decision)
+    # the same fault in the compat posture: --format claude stands in for Claude Code's
+    # hooks, and exit 1 would let the call run whatever the policy says, so it blocks too
     args = ["eval", "--settings", f"project:{POLICY}", "--format", "claude"]
+    compat = blocked(hookaudit(FAULTS[fault], *args, stdin=json.dumps(EVENT).encode()))
+    assert "internal error" in compat
+    # with --format json a fault is an error, not a decision: one line, exit 1 (the
+    # Claude Code renderer is not on that path)
+    args = ["eval", "--settings", f"project:{POLICY}", "--format", "json"]
     p = hookaudit(FAULTS[fault], *args, stdin=json.dumps(EVENT).encode())
-    assert p.returncode == 1 and "Traceback" not in p.stderr.decode()
-    print(f"eval, {fault}: blocked ({line[:90]}...); without enforcing: exit 1, one line")
+    assert p.returncode == (0 if fault == "the renderer raises" else 1)
+    assert "Traceback" not in p.stderr.decode()
+    print(f"eval, {fault}: blocked ({line[:90]}...); compat: blocked; json: exit 1, one line")
 
 
 def test_an_exception_escaping_everything_still_blocks() -> None:
