@@ -1,9 +1,11 @@
 """HTTP transports: an NDJSON webhook, Splunk HEC with indexer acknowledgement, Elastic bulk.
 
 Rules of this file:
-- Network failures, timeouts, 408, 429 and 5xx mean "not now": `SinkDown`, the batch is
-  sent again after a back-off. 401/403 too: a wrong token is an operator's fix, and records
-  wait for it rather than being dropped.
+- Only a 4xx other than 401, 403, 408 and 429 says "this record, never": `rejects_record`.
+  Every other answer that is not 2xx (network failures, timeouts, 1xx, any 3xx redirect,
+  401/403, 408, 429, 5xx, a status outside 100-599) means "the receiver is not taking
+  records now": `SinkDown`, the batch is sent again after a back-off and nothing is parked.
+  A wrong token or a redirect to HTTPS is an operator's fix; records wait for it.
 - A record the receiver rejects for what it is (a 4xx on it alone, a bulk item's mapping
   error) is parked with the receiver's reason. A rejected batch is re-sent one record at a
   time to find which.
@@ -33,7 +35,7 @@ import msgspec
 from ingest.siem.formats import Formatted
 from ingest.siem.sink import Delivery, Keepalive, SinkDown, printable, redact_url
 
-__all__ = ["MAX_ANSWER", "ElasticSink", "HecSink", "WebhookSink", "hec_event"]
+__all__ = ["MAX_ANSWER", "ElasticSink", "HecSink", "WebhookSink", "hec_event", "rejects_record"]
 
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder()
@@ -47,12 +49,23 @@ def _client(verify: ssl.SSLContext | bool, timeout: float) -> httpx.AsyncClient:
     return httpx.AsyncClient(verify=verify, timeout=timeout, follow_redirects=False)
 
 
+def rejects_record(status: int) -> bool:
+    """Whether an HTTP status refuses the records sent for good (they are parked).
+
+    >>> [s for s in (200, 302, 400, 401, 404, 408, 413, 429, 503) if rejects_record(s)]
+    [400, 404, 413]
+    """
+    return 400 <= status < 500 and status not in (401, 403, 408, 429)
+
+
 def _retryable(status: int) -> bool:
-    return status in (401, 403, 408, 429) or status >= 500
+    return not (200 <= status < 300) and not rejects_record(status)
 
 
 def _why(resp: httpx.Response) -> str:
-    return f"HTTP {resp.status_code}: {printable(resp.text, 300)}"
+    where = resp.headers.get("location") if 300 <= resp.status_code < 400 else None
+    to = f" (redirects to {redact_url(where)}: point --to there)" if where else ""
+    return f"HTTP {resp.status_code}{to}: {printable(resp.text, 300)}"
 
 
 class _HttpBase:
@@ -261,9 +274,11 @@ class ElasticSink(_HttpBase):
         for i, item in enumerate(items):
             result: Any = next(iter(item.values()), {}) if isinstance(item, dict) else {}
             status = result.get("status", 0) if isinstance(result, dict) else 0
+            if not isinstance(status, int) or isinstance(status, bool):
+                status = 0
             if 200 <= status < 300 or status == 409:  # 409: already there, from an earlier send
                 continue
-            if status == 429 or status >= 500 or status == 0:
+            if not rejects_record(status):
                 d.retry.append(i)
             else:
                 err = result.get("error", {})

@@ -172,9 +172,11 @@ class Receiver:
         port: int | None = None,
         *,
         tls: ssl.SSLContext | None = None,
+        location: str | None = None,
     ) -> None:
         self.handle = handle
         self.tls = tls  # HTTPS with this server context
+        self.location = location  # the Location header of a 3xx answer
         self.port = port or free_port()
         self.server: ThreadingHTTPServer | None = None
         self.lock = threading.Lock()
@@ -190,6 +192,8 @@ class Receiver:
                 data = json.dumps(answer).encode()
                 try:
                     self.send_response(status)
+                    if 300 <= status < 400 and outer.location:
+                        self.send_header("Location", outer.location)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()

@@ -573,3 +573,75 @@ async def test_siem_role_on_the_authenticated_embedded_server(tmp_path: Path) ->
             await nc.close()
     finally:
         embedded.stop_embedded(d)
+
+
+def flaky_receiver(status: int, times: int) -> tuple[Receiver, dict[str, Any]]:
+    """Answers `status` (with a Location for a 3xx) to the first `times` requests, then
+    takes everything: an NDJSON webhook, HEC without indexer acks, and Elastic bulk."""
+    st: dict[str, Any] = {"answered": Counter(), "records": []}
+
+    def handle(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+        if st["answered"][status] < times:
+            st["answered"][status] += 1
+            return status, {"text": "not now"}
+        st["answered"][200] += 1
+        if path.startswith("/_bulk"):
+            docs = body.splitlines()[1::2]
+            st["records"] += [json.loads(d) for d in docs]
+            return 200, {"items": [{"create": {"status": 201}} for _ in docs]}
+        if path.startswith("/services/collector"):
+            dec, i, text = json.JSONDecoder(), 0, body.decode()
+            while i < len(text):
+                obj, i = dec.raw_decode(text, i)
+                st["records"].append(obj)
+            return 200, {"text": "Success", "code": 0}
+        st["records"] += [json.loads(x) for x in body.splitlines()]
+        return 200, {"ok": True}
+
+    return Receiver(handle, location="https://siem.example/in"), st
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [
+        ("webhook", 301),
+        ("webhook", 302),
+        ("webhook", 303),
+        ("webhook", 307),
+        ("webhook", 308),
+        ("webhook", 408),
+        ("webhook", 429),
+        ("webhook", 500),
+        ("webhook", 503),
+        ("hec", 302),
+        ("hec", 503),
+        ("elastic", 302),
+    ],
+)
+async def test_a_receiver_not_taking_records_now_is_retried_never_parked(
+    nats_server: Any, nc: Any, names: Any, tmp_path: Path, kind: str, status: int
+) -> None:
+    """A redirect (HTTP to HTTPS, a load balancer), 408, 429 or 5xx says "not now": the
+    batch goes again after a back-off and nothing is parked; once the receiver takes
+    records every one arrives, once."""
+    recv, st = flaky_receiver(status, times=2)
+    recv.start()
+    base = f"http://127.0.0.1:{recv.port}"
+    to = {"webhook": f"{base}/in", "hec": f"hec+{base}", "elastic": f"elastic+{base}/audit"}
+    try:
+        await publish(nc, names, make_outcomes(5, start=1))  # toolu_1..5: none denied
+        fwd = Forwarder(nats_server.url, names, tmp_path / "d", "--name", "s", "--format",
+                        "json" if kind == "webhook" else "ecs", "--to", to[kind],
+                        env={"HOOKAUDIT_SIEM_TOKEN": "t"}).start()  # fmt: skip
+        wait_for(lambda: len(st["records"]) >= 5, what=f"5 records after two {status}s")
+        time.sleep(0.3)
+        (s,) = fwd.status()["sinks"]
+        rc, err = fwd.stop()
+    finally:
+        recv.stop()
+    assert rc == 0, err
+    assert st["answered"][status] == 2 and len(st["records"]) == 5, st
+    assert s["parked"] == 0 and s["sent"] == 5 and s["failed"] >= 2, s
+    assert f"HTTP {status}" in (s["last_error"] or "") or f"HTTP {status}" in err
+    if 300 <= status < 400:
+        assert "redirects to https://siem.example/in" in err, err

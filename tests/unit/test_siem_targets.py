@@ -131,3 +131,15 @@ def test_a_filter_that_passes_is_made_of_known_tokens(text: str) -> None:
     tokens = text.split(".")
     assert tokens[0] in CATALOG or tokens[0] in ("*", ">")
     assert len(tokens) == 1 or tokens[1] in (*DECISIONS, "*", ">")
+
+
+def test_only_a_4xx_that_refuses_the_records_parks_them() -> None:
+    """Every status from 0 to 999: parked (for good) only for a 4xx other than 401, 403,
+    408 and 429; a 2xx is delivered; everything else (1xx, every 3xx redirect, 5xx, odd
+    numbers) is the receiver not taking records now, to be sent again."""
+    from ingest.siem.http import _retryable, rejects_record
+
+    for status in range(1000):
+        parks = rejects_record(status)
+        assert parks == (400 <= status < 500 and status not in (401, 403, 408, 429)), status
+        assert _retryable(status) == (not parks and not 200 <= status < 300), status
