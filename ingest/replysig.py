@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from engine.errors import SettingsError
+from engine.errors import SettingsError, Unavailable
 from ingest.protocol import KX_HEADER, MAC_HEADER, SIG_HEADER
 
 __all__ = [
@@ -334,6 +334,11 @@ def trusted_verifier(worker_key: str | None, data_dir: Path) -> Verifier | None:
     """Who may decide: `worker_key` (comma-separated, else $HOOKAUDIT_WORKER_KEY), else the
     data dir's ``reply.pub``; None when no key is known (replies are then taken unsigned).
 
+    A data dir that holds an embedded server (``nats/server.json``) or its keys
+    (``nats/auth/``) always has ``reply.pub`` (``nats up`` writes it): there its absence is
+    `Unavailable`, never "take replies from any signer" (deleting one file must not turn
+    signed decisions off).
+
     Example:
         >>> trusted_verifier(None, Path("/nonexistent")) is None
         True
@@ -347,6 +352,13 @@ def trusted_verifier(worker_key: str | None, data_dir: Path) -> Verifier | None:
     pub = reply_public_path(data_dir)
     try:
         content = pub.read_text()
-    except OSError:
+    except FileNotFoundError:
+        if pub.parent.is_dir() or (pub.parent.parent / "server.json").exists():
+            raise Unavailable(
+                f"{pub}: missing, and this data dir's embedded server signs every decision "
+                "(`hookaudit nats up` writes it, or give --worker-key)"
+            ) from None
         return None
+    except OSError as exc:
+        raise Unavailable(f"{pub}: cannot read: {exc.strerror or exc}") from exc
     return Verifier.from_keys([content], where=str(pub))
