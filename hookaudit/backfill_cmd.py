@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from ingest.cli_emit import _target, _target_options
+from ingest.cli_emit import _target_options, existing_target
 
 __all__ = ["backfill_cmd"]
 
@@ -49,6 +49,8 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
     from ingest.backfill import Scan, scan_path, transcripts
     from queries.catalog import QueryError, parse_time
 
+    # a mistyped --data-dir is an error before the scan, not an empty history after it
+    target = None if dry_run else existing_target(kw, "hookaudit backfill")
     roots = list(paths) or [Path.home() / ".claude" / "projects"]
     try:
         cutoff: datetime | None = parse_time(since) if since else None
@@ -76,7 +78,6 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
             click.echo(f"{c.ts.isoformat()}  {c.session_id}  {c.tool_use_id}  {c.tool_name}  {ran}")
         click.echo(summary, err=True)
         sys.exit(1 if failed else 0)
-    target = _target(kw)
     try:
         sent, dup, refused = asyncio.run(_publish(target, [c.event() for c in calls]))
     except HookauditError as e:

@@ -25,20 +25,76 @@ import click
 
 from ingest.log.layout import default_data_dir
 
-__all__ = ["data_dir_option", "default_data_dir", "fail"]
+__all__ = [
+    "data_dir_option",
+    "default_data_dir",
+    "fail",
+    "missing_data_dir",
+    "new_data_dir_option",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_DATA_DIR_HELP = (
+    "Where the log, spool and embedded NATS live (env HOOKAUDIT_DATA_DIR; "
+    "default ~/.local/share/hookaudit)."
+)
+
+
+def missing_data_dir(path: Path) -> str | None:
+    """Why `path` cannot be a data dir a command reads (it does not exist or is not a
+    directory), or None. A mistyped path must not read as an empty history.
+
+    >>> missing_data_dir(Path("/nonexistent/hookaudit"))
+    "/nonexistent/hookaudit: no such data dir (check --data-dir or HOOKAUDIT_DATA_DIR; 'hookaudit nats up' or 'hookaudit demo' makes one)"
+    """
+    from ingest.logsetup import escape_controls
+
+    if path.is_dir():
+        return None
+    what = "not a directory" if path.exists() else "no such data dir"
+    return (
+        f"{escape_controls(str(path))}: {what} (check --data-dir or HOOKAUDIT_DATA_DIR; "
+        "'hookaudit nats up' or 'hookaudit demo' makes one)"
+    )
+
+
+def _must_exist(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if ctx.resilient_parsing:
+        return value
+    why = missing_data_dir(value if value is not None else default_data_dir())
+    if why is not None:
+        prog = ctx.command_path or "hookaudit"
+        click.echo(f"{prog}: {why}", err=True)
+        ctx.exit(1)
+    return value
+
+
 def data_dir_option(f: F) -> F:
-    """``--data-dir`` (env HOOKAUDIT_DATA_DIR; default `default_data_dir`)."""
+    """``--data-dir`` of a command that reads a data dir (env HOOKAUDIT_DATA_DIR; default
+    `default_data_dir`): one that does not exist is exit 1 naming it, before anything runs
+    (nothing is created there)."""
     return click.option(
         "--data-dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
         envvar="HOOKAUDIT_DATA_DIR",
-        help="Where the log, spool and embedded NATS live (env HOOKAUDIT_DATA_DIR; "
-        "default ~/.local/share/hookaudit).",
+        callback=_must_exist,
+        is_eager=True,
+        help=_DATA_DIR_HELP,
+    )(f)
+
+
+def new_data_dir_option(f: F) -> F:
+    """``--data-dir`` of a command that makes the data dir on purpose when it is missing
+    (`nats up`, `worker`, `serve`, `provision`)."""
+    return click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        envvar="HOOKAUDIT_DATA_DIR",
+        help=_DATA_DIR_HELP + " Made (0700) when missing.",
     )(f)
 
 

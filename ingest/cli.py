@@ -14,13 +14,14 @@ import click
 
 from engine.errors import HookauditError
 from engine.records import POSTURES, PROFILES
-from hookaudit.options import data_dir_option, default_data_dir, fail
+from hookaudit.options import data_dir_option, default_data_dir, fail, new_data_dir_option
 
 __all__ = [
     "connection_options",
     "data_dir_option",  # from hookaudit.options, re-exported for the ingest commands
     "fail",
     "nats_group",
+    "new_data_dir_option",
     "worker_cmd",
 ]
 
@@ -54,7 +55,7 @@ def nats_group() -> None:
 
 
 @nats_group.command("up")
-@data_dir_option
+@new_data_dir_option
 @click.option(
     "--port",
     type=click.IntRange(1, 65535),
@@ -173,7 +174,7 @@ def nats_status(data_dir: Path | None, **kw: Any) -> None:
 
 
 @click.command("worker")
-@data_dir_option
+@new_data_dir_option
 @connection_options
 @click.option(
     "--settings",

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import click
 
+from hookaudit.options import data_dir_option, missing_data_dir
+
 __all__ = ["emit", "spool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,6 +54,17 @@ def _target(kw: dict[str, Any]) -> Any:
         tls_key=a.tls_key,
         worker_key=kw.pop("worker_key", None) or None,
     )
+
+
+def existing_target(kw: dict[str, Any], prog: str) -> Any:
+    """`_target` of a command that reads the data dir (`spool flush`, `backfill`): a data
+    dir that does not exist is exit 1 naming it (a mistyped path is not an empty spool)."""
+    target = _target(kw)
+    why = missing_data_dir(target.data_dir)
+    if why is not None:
+        click.echo(f"{prog}: {why}", err=True)
+        sys.exit(1)
+    return target
 
 
 def _fails_closed(args: Sequence[str]) -> bool:
@@ -243,7 +256,7 @@ def spool_flush(fmt: str, **kw: Any) -> None:
         click.echo(f"hookaudit spool flush: {done}/{total} events", err=True)
 
     try:
-        report = flush_spool(_target(kw), progress=progress)
+        report = flush_spool(existing_target(kw, "hookaudit spool flush"), progress=progress)
     except (HookauditError, OSError) as e:
         click.echo(f"hookaudit spool flush: {e}; events stay spooled", err=True)
         sys.exit(1)
@@ -265,12 +278,7 @@ def spool_flush(fmt: str, **kw: Any) -> None:
 
 
 @spool.command("status")
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="HOOKAUDIT_DATA_DIR",
-    help="Where the spool lives (env HOOKAUDIT_DATA_DIR; default ~/.local/share/hookaudit).",
-)
+@data_dir_option
 @click.option(
     "--format",
     "fmt",
@@ -305,12 +313,7 @@ def spool_status(data_dir: Path | None, fmt: str) -> None:
 
 
 @spool.command("rejects")
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="HOOKAUDIT_DATA_DIR",
-    help="Where the rejects live (env HOOKAUDIT_DATA_DIR; default ~/.local/share/hookaudit).",
-)
+@data_dir_option
 @click.option(
     "--format",
     "fmt",

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from hookaudit.options import data_dir_option
 from ingest.protocol import default_data_dir
 
 __all__ = ["creds_cmd", "keys_cmd"]
@@ -92,13 +93,7 @@ def keys_cmd(directory: Path, emitters: tuple[str, ...]) -> None:
 
 @click.command("creds")
 @click.argument("role", type=click.Choice(_ROLES))
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    envvar="HOOKAUDIT_DATA_DIR",
-    help="The data dir of the embedded server (env HOOKAUDIT_DATA_DIR).",
-)
+@data_dir_option
 def creds_cmd(role: str, data_dir: Path | None) -> None:
     """Print the path of ROLE's nkey seed for the embedded server (for tools of your own).
 

@@ -9,14 +9,14 @@ from typing import Any
 import click
 
 from engine.errors import HookauditError
-from ingest.cli import build_connect, connection_options, data_dir_option, fail
+from ingest.cli import build_connect, connection_options, fail, new_data_dir_option
 from ingest.protocol import default_data_dir
 
 __all__ = ["provision_cmd"]
 
 
 @click.command("provision")
-@data_dir_option
+@new_data_dir_option
 @connection_options
 @click.option(
     "--replicas",

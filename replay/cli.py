@@ -19,6 +19,7 @@ import click
 
 from engine.errors import HookauditError
 from engine.records import POSTURES, uuid7
+from hookaudit.options import data_dir_option
 from queries.output import check_writable
 from replay.cli_join import nats_options, start_coordinator
 
@@ -186,13 +187,7 @@ def _fail(message: str) -> None:
 @click.option(
     "--project-dir", help="CLAUDE_PROJECT_DIR for the settings (default: each event's cwd)."
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    envvar="HOOKAUDIT_DATA_DIR",
-    help="Where the log lives (env HOOKAUDIT_DATA_DIR).",
-)
+@data_dir_option
 @click.option(
     "--strict",
     is_flag=True,

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from engine.errors import HookauditError
+from hookaudit.options import missing_data_dir, new_data_dir_option
 from ingest.private import make_private
 from ingest.protocol import default_data_dir
 
@@ -110,14 +111,8 @@ def _nats_options(f: Any) -> Any:
             help="Key of --nats-tls-cert (env HOOKAUDIT_NATS_TLS_KEY).",
         ),
         click.option("--prefix", default="", hidden=True, help="Stream/subject prefix (tests)."),
-        click.option(
-            "--data-dir",
-            type=click.Path(file_okay=False, path_type=Path),
-            default=None,
-            envvar="HOOKAUDIT_DATA_DIR",
-            help="Data dir (env HOOKAUDIT_DATA_DIR).",
-        ),
-    ]
+        new_data_dir_option,  # checked in the command: a group's check would run for
+    ]  # `siem status` too, before status's own --data-dir is read
     for opt in reversed(opts):
         f = opt(f)
     return f
@@ -242,6 +237,8 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
     d = o["data_dir"] or default_data_dir()
     from ingest.private import UnsafeDataDir, check_data_dir
 
+    if (why := missing_data_dir(d)) is not None:  # a typo must not make a dir and a key
+        _fail(why)
     try:  # before the redaction key or the sink's lock is made there
         check_data_dir(d)
     except UnsafeDataDir as exc:
@@ -339,6 +336,9 @@ def siem_status(show_parked: int, **o: Any) -> None:
     from ingest.siem.state import BadState, sink_names, sink_report
 
     d = o["data_dir"] or default_data_dir()
+    if (why := missing_data_dir(d)) is not None:
+        click.echo(f"hookaudit siem status: {why}", err=True)
+        sys.exit(1)
     n = names(o["prefix"])
     sinks: list[dict[str, Any]] = []
     ok = True

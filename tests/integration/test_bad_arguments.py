@@ -44,6 +44,7 @@ REQUIRED = {
     "statement": "SELECT 1",
     "settings": str(POLICY),
     "name": "denied",
+    "role": "emitter",
 }
 # Options a command needs before it reaches the one under test, though click cannot require
 # them (a group that also runs alone: `siem` forwards, `siem status` reports).
@@ -261,3 +262,42 @@ def test_absurd_durations_are_one_line(args: tuple[str, ...], tmp_path: Path) ->
     _, proc, _ = _run(case, tmp_path)
     assert _problem(case, proc) is None
     assert proc is not None and "99999999d" in proc.stderr
+
+
+# Commands that make a data dir on purpose when it is missing (documented in their --help),
+# and emit, an agent's hook, whose answer to any failure is its --fail answer.
+MAKES_DATA_DIR = {
+    ("nats", "up"), ("demo",), ("worker",), ("serve",), ("provision",), ("relay",),
+    ("emit",), ("replay-join",), ("nats", "provision"),
+}  # fmt: skip
+
+
+def _reads_data_dir() -> list[tuple[str, ...]]:
+    return sorted(p for p in LEAVES if p not in MAKES_DATA_DIR and _takes(p, "--data-dir"))
+
+
+@pytest.mark.parametrize("path", _reads_data_dir(), ids=" ".join)
+def test_a_data_dir_that_does_not_exist_is_an_error_not_an_empty_history(
+    path: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A mistyped --data-dir (or HOOKAUDIT_DATA_DIR) must not read as an empty log (exit 0
+    with no rows), and nothing may be made there (siem made the dir and a redaction key)."""
+    typo = tmp_path / "dta"
+    case = Case(path, (*_base(LEAVES[path], None, path), "--data-dir", str(typo)), True)
+    _, proc, _ = _run(case, tmp_path)
+    assert proc is not None, "hung"
+    assert proc.returncode == 1, (proc.returncode, proc.stdout[:300], proc.stderr[-500:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{typo}: no such data dir" in lines[0], proc.stderr
+    assert lines[0].startswith("hookaudit"), lines
+    assert not typo.exists(), f"{typo} was made"
+    env_case = Case(path, tuple(_base(LEAVES[path], None, path)), True)
+    work = tmp_path / "env"
+    (work / "home").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKAUDIT_", "CLAUDE_"))}
+    env |= {"HOME": str(work / "home"), "HOOKAUDIT_DATA_DIR": str(typo)}
+    p = subprocess.run([sys.executable, "-m", "hookaudit", *path, *env_case.args],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=work,
+                       env=env, timeout=60)  # fmt: skip
+    assert p.returncode == 1 and f"{typo}: no such data dir" in p.stderr, p.stderr
+    assert not typo.exists()
