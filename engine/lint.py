@@ -347,11 +347,12 @@ def _why_unreadable(p: Path, probe: Probe) -> str:
     """Why the filesystem probe could not read `p`, in one line."""
     if probe is not FILESYSTEM:
         return "no such file, or unreadable"
+    from engine.userfiles import TooLarge, read_regular
+
     try:
-        if p.stat().st_size > MAX_SETTINGS_BYTES:
-            return f"larger than {MAX_SETTINGS_BYTES >> 20} MiB (the engine refuses it too)"
-        with open(p, encoding="utf-8") as f:
-            f.read(MAX_SETTINGS_BYTES + 1)
+        read_regular(p, MAX_SETTINGS_BYTES).decode("utf-8")
+    except TooLarge:
+        return f"larger than {MAX_SETTINGS_BYTES >> 20} MiB (the engine refuses it too)"
     except UnicodeDecodeError as exc:
         return f"not UTF-8 ({exc.reason} at byte {exc.start})"
     except OSError as exc:

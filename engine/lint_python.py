@@ -38,13 +38,12 @@ class Probe:
 def _read(path: str) -> str | None:
     """The file's text, or None: unreadable, not UTF-8, or larger than the engine reads."""
     from engine.settings import MAX_SETTINGS_BYTES
+    from engine.userfiles import read_regular
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read(MAX_SETTINGS_BYTES + 1)
+    try:  # a FIFO or a device is unreadable here, never waited on or read forever
+        return read_regular(path, MAX_SETTINGS_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    return text if len(text.encode()) <= MAX_SETTINGS_BYTES else None
 
 
 def _module_source(name: str) -> str | None:

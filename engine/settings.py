@@ -30,6 +30,7 @@ from engine.errors import SettingsError
 from engine.events import is_known
 from engine.match import regex_error
 from engine.records import Posture
+from engine.userfiles import NotRegular, TooLarge, read_regular
 
 __all__ = [
     "MAX_SETTINGS_BYTES",
@@ -311,11 +312,11 @@ def load_file(
     """
     p = Path(path)
     try:
-        if p.stat().st_size > MAX_SETTINGS_BYTES:
-            raise SettingsError(str(p), "", "file larger than 16 MiB")
-        text = p.read_text(encoding="utf-8")
-    except SettingsError:
-        raise
+        text = read_regular(p, MAX_SETTINGS_BYTES).decode("utf-8")
+    except TooLarge as exc:
+        raise SettingsError(str(p), "", "file larger than 16 MiB") from exc
+    except NotRegular as exc:  # a FIFO would hang the hook, /dev/zero would fill memory
+        raise SettingsError(str(p), "", f"cannot read: {exc.strerror}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(str(p), "", f"cannot read: {exc}") from exc
     try:

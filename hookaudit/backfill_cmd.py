@@ -49,13 +49,13 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
     from ingest.backfill import Scan, scan_path, transcripts
     from queries.catalog import QueryError, parse_time
 
-    # a mistyped --data-dir is an error before the scan, not an empty history after it
-    target = None if dry_run else existing_target(kw, "hookaudit backfill")
     roots = list(paths) or [Path.home() / ".claude" / "projects"]
     try:
         cutoff: datetime | None = parse_time(since) if since else None
     except QueryError as e:
         raise click.BadParameter(str(e), param_hint="--since") from None
+    # a mistyped --data-dir is an error before the scan, not an empty history after it
+    target = None if dry_run else existing_target(kw, "hookaudit backfill")
     scan, failed = Scan(), 0
     files = 0
     for f in transcripts(roots):

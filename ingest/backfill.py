@@ -52,6 +52,7 @@ from typing import Any
 import msgspec
 
 from engine.records import HookEvent, new_event
+from engine.userfiles import open_regular
 
 __all__ = [
     "MAX_LINE",
@@ -188,7 +189,7 @@ def subagent_of(path: Path) -> Subagent | None:
 
 def _agent_type(meta: Path) -> str | None:
     try:
-        with meta.open("rb") as f:
+        with open_regular(meta) as f:
             doc = _dec.decode(f.read(MAX_META + 1))
     except (OSError, msgspec.DecodeError, UnicodeError, RecursionError):
         return None
@@ -208,7 +209,7 @@ def _modes(parent: Path) -> dict[str, str]:
 def _modes_cached(parent: str, _mtime: int, _size: int) -> dict[str, str]:
     modes: dict[str, str] = {}
     try:
-        with open(parent, "rb") as f:
+        with open_regular(parent) as f:
             for line in _bounded_lines(f, Scan()):
                 if b'"permissionMode"' not in line or len(modes) >= MAX_PROMPTS:
                     continue
@@ -228,7 +229,7 @@ def _modes_cached(parent: str, _mtime: int, _size: int) -> dict[str, str]:
 def scan_path(path: Path, scan: Scan | None = None) -> Scan:
     """Read one transcript (OSError propagates: the caller names the file)."""
     scan = scan or Scan()
-    with path.open("rb") as f:
+    with open_regular(path) as f:  # a FIFO or a device (/dev/zero) is refused, not read
         scan_lines(_bounded_lines(f, scan), str(path), scan, subagent=subagent_of(path))
     return scan
 

@@ -18,6 +18,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,33 +38,80 @@ def _finite(v: float) -> float:
     return v
 
 
-def _load(rules_dir: Path) -> Any:
-    from queries.sigma import RuleError
+MAX_RULE_BYTES = 1 << 20  # a Sigma rule file above 1 MiB is refused (rules are ~1 KiB)
+
+
+def _rule_files(rules_dir: Path, refused: list[str]) -> list[Path]:
+    """The *.yml/*.yaml under `rules_dir`, never following a symlink (or a path through
+    one) that leads outside it; such entries are refused, named in `refused`."""
+    root = rules_dir.resolve()
+    out = []
+    for p in sorted(rules_dir.rglob("*")):
+        if p.suffix not in (".yml", ".yaml"):
+            continue
+        try:
+            real = p.resolve(strict=True)
+        except (OSError, RuntimeError) as e:  # a dangling or looping symlink
+            refused.append(f"{p}: cannot resolve: {getattr(e, 'strerror', None) or e}")
+            continue
+        if real != root and root not in real.parents:
+            refused.append(f"{p}: leads outside {rules_dir} (to {real}): not read")
+            continue
+        if real.is_dir():
+            continue
+        out.append(p)
+    return out
+
+
+def _load(rules_dir: Path) -> tuple[Any, list[str]]:
+    """The rule set of every rule that can run, and one line for each file or rule that
+    cannot (named; the others still run)."""
+    from engine.userfiles import read_regular
     from queries.sigma_correlation import load_rule_set
     from queries.sigma_correlation_duckdb import correlation_sql
     from queries.sigma_duckdb import rule_sql
 
-    files = sorted(p for p in rules_dir.rglob("*") if p.suffix in (".yml", ".yaml"))
-    if not files:
+    refused: list[str] = []
+    files = _rule_files(rules_dir, refused)
+    if not files and not refused:
         fail(f"{rules_dir}: no Sigma rules (*.yml, *.yaml)")
     texts = []
     for f in files:
         try:
-            texts.append((f.read_text(encoding="utf-8"), str(f)))
-        except (OSError, UnicodeDecodeError) as e:
-            fail(f"{f}: {e}")
-    try:
-        rs = load_rule_set(texts)
-    except RuleError as e:
-        fail(str(e))
-    try:  # every rule converts to SQL before anything runs
-        for r in rs.rules:
+            texts.append((read_regular(f, MAX_RULE_BYTES).decode("utf-8"), str(f)))
+        except OSError as e:
+            refused.append(f"{f}: {e.strerror or e}")
+        except UnicodeDecodeError as e:
+            refused.append(f"{f}: not UTF-8 (byte {e.start})")
+    rs = load_rule_set(texts, errors=refused)
+    runnable = []
+    for r in rs.rules:  # every rule converts to SQL before anything runs
+        try:
             rule_sql(r)
-        for c in rs.correlations:
+            runnable.append(r)
+        except Exception as e:  # pySigma's own errors and NotImplementedError
+            refused.append(_rule_error(r.path, r.title, e))
+    correlations = []
+    for c in rs.correlations:
+        try:
             correlation_sql(c, "sigma_events")
-    except RuleError as e:
-        fail(str(e))
-    return rs
+            correlations.append(c)
+        except Exception as e:
+            refused.append(_rule_error(c.path, c.title, e))
+    for line in refused:
+        click.echo(f"hookaudit detect: {line}", err=True)
+    if not runnable and not correlations:
+        fail(f"{rules_dir}: no rule that can run ({len(refused)} refused)")
+    return replace(rs, rules=runnable, correlations=correlations), refused
+
+
+def _rule_error(path: str, title: str, e: BaseException) -> str:
+    from queries.sigma import RuleError
+
+    if isinstance(e, RuleError):
+        return str(e)
+    why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    return f"{path}: {title}: cannot run: {why}"
 
 
 def _row(m: Any) -> dict[str, Any]:
@@ -264,7 +312,7 @@ def detect_cmd(
     from queries.sigma_duckdb import detect_history
 
     d = data_dir or default_data_dir()
-    rs = _load(rules_dir)
+    rs, refused = _load(rules_dir)
     try:
         start: datetime | None = parse_time(since) if since else None
     except QueryError as e:
@@ -357,7 +405,10 @@ def detect_cmd(
         for row in rows:
             click.echo(_line(row))
     n = len(rs.rules) + len(rs.correlations)
-    click.echo(f"{count} match(es), {n} rule(s)", err=True)
+    skipped = f", {len(refused)} refused (named above)" if refused else ""
+    click.echo(f"{count} match(es), {n} rule(s){skipped}", err=True)
+    if refused:
+        sys.exit(1)  # the others ran; a gate must still see that some could not
 
 
 def _line(row: dict[str, Any]) -> str:

@@ -11,6 +11,12 @@ Rules of this file:
   (pySigma has already applied modifiers and escapes), ``re`` is case-sensitive unless its
   ``i`` flag is set, a field the event lacks matches nothing (so ``not`` of it is true), and
   ``null`` matches a missing or empty field. Keywords (no field) match any field's value.
+- Modifiers beyond pySigma's own rewriting: ``cased`` matches case-sensitively (wildcards
+  still apply); ``exists`` is true when the event has the field (any value, empty included);
+  ``gt``/``gte``/``lt``/``lte`` compare a field whose text is a decimal number (`NUMBER`; any
+  other value, a boolean included, compares false); ``fieldref`` compares two fields' values
+  case-insensitively (with ``startswith``/``endswith``/``contains``: a prefix, suffix or
+  substring), and a missing field compares false.
 
 Example:
     >>> rules = load_rules(CURL_SH, "curl.yml")
@@ -40,7 +46,12 @@ from sigma.policy import SigmaPolicy
 from sigma.policy.regex_engine import RE2RegexEngine
 from sigma.rule import SigmaRule
 from sigma.types import (
+    CompareOperators,
     SigmaBool,
+    SigmaCasedString,
+    SigmaCompareExpression,
+    SigmaExists,
+    SigmaFieldReference,
     SigmaNull,
     SigmaNumber,
     SigmaRegularExpression,
@@ -54,6 +65,7 @@ from engine.records import Outcome
 __all__ = [
     "CATEGORIES",
     "FIELDS",
+    "NUMBER",
     "Rule",
     "RuleError",
     "event_fields",
@@ -264,8 +276,8 @@ def _applies(rule: Rule, ev: dict[str, Any]) -> bool:
 _pattern_cache: dict[tuple[Any, ...], re.Pattern[str]] = {}
 
 
-def _string_regex(s: SigmaString) -> re.Pattern[str]:
-    key = tuple(s.s)
+def _string_regex(s: SigmaString, *, cased: bool = False) -> re.Pattern[str]:
+    key = (cased, *s.s)
     hit = _pattern_cache.get(key)
     if hit is not None:
         return hit
@@ -277,21 +289,63 @@ def _string_regex(s: SigmaString) -> re.Pattern[str]:
             parts.append(".")
         elif isinstance(p, str):
             parts.append(re.escape(p))
-    compiled = re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+    compiled = re.compile("".join(parts), re.DOTALL if cased else re.IGNORECASE | re.DOTALL)
     _pattern_cache[key] = compiled
     return compiled
 
 
-def _value_matches(value: Any, have: Any) -> bool:
+#: The text a comparison modifier (gt, gte, lt, lte) reads as a number; the DuckDB backend
+#: uses the same pattern, so both agree on what "12", " 12", "1e3" or "0x10" are.
+NUMBER = r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?"
+_NUMBER = re.compile(NUMBER)
+_COMPARE = {
+    CompareOperators.GT: lambda a, b: a > b,
+    CompareOperators.GTE: lambda a, b: a >= b,
+    CompareOperators.LT: lambda a, b: a < b,
+    CompareOperators.LTE: lambda a, b: a <= b,
+}
+
+
+def _number(have: Any) -> float | None:
+    text = have if isinstance(have, str) else None
+    if isinstance(have, int | float) and not isinstance(have, bool):
+        text = str(have)
+    if text is None or _NUMBER.fullmatch(text) is None:
+        return None
+    return float(text)
+
+
+def _value_matches(value: Any, have: Any, ev: dict[str, Any] | None = None) -> bool:
     if isinstance(value, SigmaNull):
         return have is None or have == ""
+    if isinstance(value, SigmaExists):
+        return (have is not None) == value.exists
     if have is None:
         return False
     if isinstance(have, list):
-        return any(_value_matches(value, h) for h in have)
+        return any(_value_matches(value, h, ev) for h in have)
+    if isinstance(value, SigmaCasedString):
+        text = have if isinstance(have, str) else _scalar_text(have)
+        return text is not None and _string_regex(value, cased=True).fullmatch(text) is not None
     if isinstance(value, SigmaString):
         text = have if isinstance(have, str) else _scalar_text(have)
         return text is not None and _string_regex(value).fullmatch(text) is not None
+    if isinstance(value, SigmaCompareExpression):
+        n = _number(have)
+        return n is not None and bool(_COMPARE[value.op](n, float(value.number.number)))
+    if isinstance(value, SigmaFieldReference):
+        other = (ev or {}).get(value.field)
+        a, b = _scalar_text(have), _scalar_text(other)
+        if a is None or b is None:
+            return False
+        a, b = a.lower(), b.lower()
+        if value.starts_with and value.ends_with:
+            return b in a
+        if value.starts_with:
+            return a.startswith(b)
+        if value.ends_with:
+            return a.endswith(b)
+        return a == b
     if isinstance(value, SigmaRegularExpression):
         flags = 0
         if SigmaRegularExpressionFlag.IGNORECASE in value.flags:
@@ -328,9 +382,9 @@ def _eval(node: Any, ev: dict[str, Any]) -> bool:
     if isinstance(node, ConditionNOT):
         return not _eval(node.args[0], ev)
     if isinstance(node, ConditionFieldEqualsValueExpression):
-        return _value_matches(node.value, ev.get(node.field))
+        return _value_matches(node.value, ev.get(node.field), ev)
     if isinstance(node, ConditionValueExpression):
-        return any(_value_matches(node.value, v) for v in ev.values() if isinstance(v, str))
+        return any(_value_matches(node.value, v, ev) for v in ev.values() if isinstance(v, str))
     raise RuleError(f"unsupported condition element {type(node).__name__}")
 
 

@@ -219,9 +219,11 @@ def _correlation(c: SigmaCorrelationRule, path: str, ours: dict[int, Rule | None
     )
 
 
-def load_rule_set(files: Iterable[tuple[str, str]]) -> RuleSet:
+def load_rule_set(files: Iterable[tuple[str, str]], *, errors: list[str] | None = None) -> RuleSet:
     """The rules and correlations of several files ((text, path) pairs); a correlation may
-    name (by ``name`` or ``id``) a rule of any of them. Raises RuleError naming the file.
+    name (by ``name`` or ``id``) a rule of any of them. Raises RuleError naming the file;
+    with `errors`, a file, rule or correlation that cannot be read is one line appended
+    there instead and the others are kept.
 
     Example:
         >>> rs = load_rule_set([(DENIALS, "d.yml")])
@@ -229,11 +231,21 @@ def load_rule_set(files: Iterable[tuple[str, str]]) -> RuleSet:
         >>> c.kind, c.group_by, c.span_us, c.op, c.count
         ('event_count', ('SessionId',), 600000000, 'gte', 3)
     """
+
+    def refuse(e: RuleError) -> None:
+        if errors is None:
+            raise e
+        errors.append(str(e))
+
     paths: dict[int, str] = {}
     named: dict[str, list[str]] = {}  # name or id -> the files that define it
     colls = []
     for text, path in files:
-        coll = parse_file(text, path, resolve=False)
+        try:
+            coll = parse_file(text, path, resolve=False)
+        except RuleError as e:
+            refuse(e)
+            continue
         colls.append(coll)
         for r in coll.rules:
             paths[id(r)] = path
@@ -244,7 +256,11 @@ def load_rule_set(files: Iterable[tuple[str, str]]) -> RuleSet:
     ours: dict[int, Rule | None] = {}
     for r in merged.rules:
         if isinstance(r, SigmaRule):
-            ours[id(r)] = rule_of(r, paths[id(r)])
+            try:
+                ours[id(r)] = rule_of(r, paths[id(r)])
+            except RuleError as e:
+                refuse(e)
+                ours[id(r)] = None
     correlations = []
     for r in merged.rules:
         if not isinstance(r, SigmaCorrelationRule):
@@ -259,13 +275,16 @@ def load_rule_set(files: Iterable[tuple[str, str]]) -> RuleSet:
                         f"({', '.join(named[ref.reference])})"
                     )
             c = _correlation(r, path, ours)
-        except RuleError:
-            raise
+        except RuleError as e:
+            refuse(e)
+            continue
         except SigmaError as e:
-            raise RuleError(f"{path}: {r.title}: {e}") from e
+            refuse(RuleError(f"{path}: {r.title}: {e}"))
+            continue
         except (AttributeError, TypeError, ValueError, KeyError, RecursionError) as e:
             why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-            raise RuleError(f"{path}: {r.title}: not a Sigma correlation: {why}") from e
+            refuse(RuleError(f"{path}: {r.title}: not a Sigma correlation: {why}"))
+            continue
         if c is not None:
             correlations.append(c)
     rules = []

@@ -32,9 +32,9 @@ from sigma.conditions import ConditionAND, ConditionNOT, ConditionOR
 from sigma.conversion.base import TextQueryBackend
 from sigma.conversion.state import ConversionState
 from sigma.exceptions import SigmaError
-from sigma.types import SigmaNumber, SigmaString, SpecialChars
+from sigma.types import CompareOperators, SigmaNumber, SigmaString, SpecialChars
 
-from queries.sigma import Rule, RuleError
+from queries.sigma import NUMBER, Rule, RuleError
 
 __all__ = [
     "COLUMNS",
@@ -71,6 +71,7 @@ COLUMNS = (
 
 _LIKE = "ESCAPE '\\'"
 _SCALAR = "('VARCHAR', 'BIGINT', 'UBIGINT', 'BOOLEAN')"
+_NUMBER_RE = "'" + NUMBER.replace("'", "''") + "'"
 
 
 def _sql_str(text: str) -> str:
@@ -112,6 +113,37 @@ class DuckDBBackend(TextQueryBackend):
         "coalesce(len(list_filter(all_values, lambda v: regexp_matches(v, '{value}'))) > 0, false)"
     )
     field_in_list_expression: ClassVar[str | None] = None
+    # cased: LIKE is case-sensitive in DuckDB (wildcards as for ILIKE)
+    case_sensitive_match_expression: ClassVar[str | None] = (
+        "coalesce({field} LIKE {value} " + _LIKE + ", false)"
+    )
+    # exists: the event has the field (NULL is absent; an empty string is a value)
+    field_exists_expression: ClassVar[str | None] = "({field} IS NOT NULL)"
+    field_not_exists_expression: ClassVar[str | None] = "({field} IS NULL)"
+    # gt/gte/lt/lte: only text that is a decimal number (queries.sigma.NUMBER) compares
+    compare_op_expression: ClassVar[str | None] = (
+        "coalesce(CASE WHEN regexp_full_match({field}, " + _NUMBER_RE + ") "
+        "THEN CAST({field} AS DOUBLE) {operator} {value} END, false)"
+    )
+    compare_operators: ClassVar[dict[CompareOperators, str] | None] = {
+        CompareOperators.GT: ">",
+        CompareOperators.GTE: ">=",
+        CompareOperators.LT: "<",
+        CompareOperators.LTE: "<=",
+    }
+    # fieldref: the two fields' values, case-insensitively; a missing field compares false
+    field_equals_field_expression: ClassVar[str | None] = (
+        "coalesce(lower({field1}) = lower({field2}), false)"
+    )
+    field_equals_field_startswith_expression: ClassVar[str | None] = (
+        "coalesce(starts_with(lower({field1}), lower({field2})), false)"
+    )
+    field_equals_field_endswith_expression: ClassVar[str | None] = (
+        "coalesce(suffix(lower({field1}), lower({field2})), false)"
+    )
+    field_equals_field_contains_expression: ClassVar[str | None] = (
+        "coalesce(contains(lower({field1}), lower({field2})), false)"
+    )
 
     def escape_and_quote_field(self, field_name: str) -> str:
         if field_name in COLUMNS:

@@ -86,9 +86,9 @@ def test_bad_rules_and_usage(tmp_path: Path) -> None:
     )
     p = detect(tmp_path, "--rules", str(rules))
     assert p.returncode == 1, p.stderr
-    assert (
-        p.stderr
-        == f"hookaudit: {rules / 'bad.yml'}: Regular expression 'a(b' is invalid: missing ): a(b\n"
+    assert p.stderr == (
+        f"hookaudit detect: {rules / 'bad.yml'}: Regular expression 'a(b' is invalid: "
+        f"missing ): a(b\nhookaudit: {rules}: no rule that can run (1 refused)\n"
     )
 
 
@@ -297,7 +297,10 @@ def test_a_malformed_correlation_is_one_line_naming_its_file(tmp_path: Path) -> 
         p = detect(tmp_path, "--rules", str(rules))
         assert p.returncode == 1, (body, p.stderr)
         assert "corr.yml" in p.stderr and why in p.stderr, (body, p.stderr)
-        assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+        named = [line for line in p.stderr.splitlines() if "corr.yml" in line]
+        assert len(named) == 1 and "Traceback" not in p.stderr, p.stderr
+        # the other rules still ran: the summary counts them and the refused one
+        assert p.stderr.splitlines()[-1].endswith("1 refused (named above)"), p.stderr
 
 
 def test_follow_re_evaluates_windows_and_reports_each_once(tmp_path: Path) -> None:
@@ -349,3 +352,74 @@ def test_follow_re_evaluates_windows_and_reports_each_once(tmp_path: Path) -> No
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert out == ""  # nothing reported twice
+
+
+MODIFIER_RULES = {  # each ran into NotImplementedError and stopped the whole run
+    "gt": "tool_input.timeout|gt: 5",
+    "gte": "tool_input.timeout|gte: 600",
+    "lt": "tool_input.timeout|lt: 1000",
+    "lte": "tool_input.timeout|lte: 600",
+    "exists": "tool_input.timeout|exists: true",
+    "cased": "CommandLine|cased: 'sleep*'",
+    "fieldref": "CommandLine|fieldref|contains: ToolName",
+}
+
+
+def test_hostile_rule_files_are_refused_one_line_each_and_the_others_run(
+    tmp_path: Path,
+) -> None:
+    """A symlink to /dev/zero (it grew to GBs), a FIFO (it hung), an oversized rule, a
+    symlink out of the rules dir, a file that is not UTF-8 and one of bad YAML: each is one
+    line naming it, within seconds, and the rules beside them run; the Sigma comparison,
+    exists, cased and fieldref modifiers run with Sigma's semantics."""
+    import os
+    import time
+
+    d = tmp_path / "d"
+    hist = [
+        oc("Bash", {"command": "sleep 1; bash -c x", "timeout": 600}, timedelta(minutes=3)),
+        oc("Bash", {"command": "SLEEP 2", "timeout": 2000}, timedelta(minutes=2)),
+        oc("Bash", {"command": "ls"}, timedelta(minutes=1)),
+    ]
+    with LogWriter.open(d, "w1") as w:
+        w.append_batch(hist)
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    for name, item in MODIFIER_RULES.items():
+        (rules / f"m_{name}.yml").write_text(
+            f"title: {name}\nlogsource: {{product: claude_code}}\n"
+            f"detection:\n  s:\n    {item}\n  condition: s\n"
+        )
+    outside = tmp_path / "outside.yml"
+    outside.write_text((rules / "m_gt.yml").read_text())
+    os.symlink("/dev/zero", rules / "zero.yml")
+    os.mkfifo(rules / "fifo.yml")
+    (rules / "huge.yml").write_text("title: x\n" + "# pad\n" * 400_000)
+    os.symlink(outside, rules / "escape.yml")
+    (rules / "latin1.yml").write_bytes(b"title: caf\xe9\n")
+    (rules / "bad.yml").write_text("title: [x\n")
+    started = time.monotonic()
+    p = detect(d, "--rules", str(rules), "--format", "json")
+    took = time.monotonic() - started
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr and "internal error" not in p.stderr
+    lines = p.stderr.splitlines()
+    for name, why in [
+        ("zero.yml", f"leads outside {rules} (to /dev/zero)"),
+        ("fifo.yml", "not a regular file (a FIFO)"),
+        ("huge.yml", "larger than the limit of 1048576 bytes"),
+        ("escape.yml", f"leads outside {rules}"),
+        ("latin1.yml", "not UTF-8"),
+        ("bad.yml", "bad.yml"),
+    ]:
+        named = [line for line in lines if f"{rules / name}:" in line]
+        assert len(named) == 1 and why in named[0], (name, p.stderr)
+    assert lines[-1] == "10 match(es), 7 rule(s), 6 refused (named above)"
+    got = {(r["rule"], r["event_id"]) for r in json.loads(p.stdout)}
+    first, second, _ = (o.event.id for o in hist)
+    assert got == {
+        ("gt", first), ("gt", second), ("gte", first), ("gte", second), ("lt", first),
+        ("lte", first), ("exists", first), ("exists", second), ("cased", first),
+        ("fieldref", first),
+    }, p.stdout  # fmt: skip
+    assert took < 60

@@ -27,6 +27,7 @@ from queries.sigma_duckdb import detect_history
 # Few, tricky tokens, so that rule values and event values often meet: in another case,
 # through LIKE's % or _, a quote, a backslash, a Sigma wildcard or white space.
 TOKENS = ["a", "A", "é", "É", "%", "_", "'", "\\", "*", "?", " ", "\t", "ab", "AB", "x"]
+TOKENS += ["1", "2", ".", "-", "e"]  # numbers (and what is nearly one) for gt/gte/lt/lte
 TEXT = st.lists(st.sampled_from(TOKENS), max_size=3).map("".join)
 FIELDS = [  # the often-filled fields more often
     *("CommandLine", "CommandLine", "TargetFilename", "c-uri", "tool_input.title"),
@@ -46,6 +47,9 @@ FIELDS = [  # the often-filled fields more often
     "Nope",
 ]
 MODS = ["", "|contains", "|startswith", "|endswith", "|re"]
+MODS += ["|cased", "|contains|cased", "|startswith|cased", "|endswith|cased"]
+FIELDREF = ["|fieldref", "|fieldref|startswith", "|fieldref|endswith", "|fieldref|contains"]
+COMPARE = ["|gt", "|gte", "|lt", "|lte"]
 CATEGORIES = [None, None, None, "process_creation", "file_event", "file_access", "web", "mcp"]
 
 
@@ -74,6 +78,21 @@ def rule(draw: Any, vocab: list[str]) -> str:
             mod = draw(st.sampled_from(MODS))
             if field in ("Blocked", "tool_input.title") and draw(st.booleans()):
                 items.append(f"{json.dumps(field)}: {draw(st.sampled_from(['true', 'false']))}")
+                continue
+            kind = draw(st.integers(0, 9))
+            if kind == 0:  # exists: true / false
+                value = draw(st.sampled_from(["true", "false"]))
+                items.append(f"{json.dumps(field + '|exists')}: {value}")
+                continue
+            if kind == 1:  # a numeric comparison
+                op = draw(st.sampled_from(COMPARE))
+                number = draw(st.sampled_from(["0", "1", "-1", "1.5", "12", "0.5", "1000"]))
+                items.append(f"{json.dumps(field + op)}: {number}")
+                continue
+            if kind == 2:  # a field compared with another
+                ref = draw(st.sampled_from(FIELDREF))
+                other = draw(st.sampled_from(FIELDS))
+                items.append(f"{json.dumps(field + ref)}: {json.dumps(other)}")
                 continue
             if mod == "|re":
                 text = "".join("\\" + c if c in "\\*?|.%" else c for c in draw(TEXT))

@@ -89,3 +89,31 @@ def test_backfill_dry_run_on_a_real_transcript(tmp_path: Path) -> None:
     bad = subprocess.run([str(BIN / "hookaudit"), "backfill", "--since", "yesterday", str(t)],
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert bad.returncode == 2 and "--since" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_backfill_lint_and_eval_refuse_a_fifo_or_a_device_named_on_the_command_line(
+    tmp_path: Path,
+) -> None:
+    """A named FIFO hung backfill (a directory scan skipped it) and /dev/zero grew without
+    bound: each is one line naming it, and the other files are still read."""
+    import os
+
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+    doc = json.loads((FIXTURE / "pre.exit2.blocks.json").read_text())
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps(e) + "\n" for e in doc["transcript"]))
+    p = subprocess.run([str(BIN / "hookaudit"), "backfill", "--dry-run", str(fifo), "/dev/zero",
+                        str(good)], capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    assert f"{fifo}: not a regular file (a FIFO)" in p.stderr
+    assert "/dev/zero: not a regular file (a character device)" in p.stderr
+    assert "1 transcript(s)" in p.stderr and len(p.stdout.splitlines()) == 1
+    for bad in (str(fifo), "/dev/zero"):
+        lint = subprocess.run([str(BIN / "hookaudit"), "lint", f"project:{bad}"],
+                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+        assert lint.returncode == 1 and "not a regular file" in lint.stdout + lint.stderr, lint
+        ev = subprocess.run([str(BIN / "hookaudit"), "eval", "--settings", f"project:{bad}"],
+                            input='{"hook_event_name":"Stop","session_id":"s","cwd":"/"}',
+                            capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+        assert ev.returncode == 1 and f"{bad}: cannot read: not a regular file" in ev.stderr, ev

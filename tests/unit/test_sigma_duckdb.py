@@ -135,6 +135,38 @@ SEMANTICS = [
     ('"CommandLine|re|i": "^ECHO"', {"CommandLine": "echo"}, True),
     ('"TargetFilename": null', {"CommandLine": "x"}, True),
     ('"tool_input.title": "X"', {"tool_input.title": "x"}, True),
+    # the modifiers beyond pySigma's rewriting (queries.sigma's rules of the file)
+    ('"CommandLine|cased": "Echo*"', {"CommandLine": "Echo hi"}, True),
+    ('"CommandLine|cased": "Echo*"', {"CommandLine": "echo hi"}, False),
+    ('"CommandLine|contains|cased": "HI"', {"CommandLine": "echo hi"}, False),
+    ('"CommandLine|exists": true', {"CommandLine": ""}, True),
+    ('"CommandLine|exists": true', {"TargetFilename": "x"}, False),
+    ('"CommandLine|exists": false', {"TargetFilename": "x"}, True),
+    ('"tool_input.title|gt": 5', {"tool_input.title": "12"}, True),
+    ('"tool_input.title|gt": 5', {"tool_input.title": "5"}, False),
+    ('"tool_input.title|gte": 5', {"tool_input.title": "5"}, True),
+    ('"tool_input.title|lt": 1.5', {"tool_input.title": "-3"}, True),
+    ('"tool_input.title|lte": 0', {"tool_input.title": "1e3"}, False),
+    ('"tool_input.title|gt": 0', {"tool_input.title": "0x10"}, False),
+    ('"tool_input.title|gt": 0', {"tool_input.title": "true"}, False),
+    ('"tool_input.title|gt": 0', {"CommandLine": "1"}, False),
+    ('"CommandLine|fieldref": "TargetFilename"', {"CommandLine": "A", "TargetFilename": "a"}, True),
+    ('"CommandLine|fieldref": "TargetFilename"', {"CommandLine": "a"}, False),
+    (
+        '"CommandLine|fieldref|startswith": "ToolName"',
+        {"CommandLine": "Bash x", "ToolName": "bash"},
+        True,
+    ),
+    (
+        '"CommandLine|fieldref|endswith": "ToolName"',
+        {"CommandLine": "Bash x", "ToolName": "bash"},
+        False,
+    ),
+    (
+        '"CommandLine|fieldref|contains": "ToolName"',
+        {"CommandLine": "a BASH b", "ToolName": "bash"},
+        True,
+    ),
 ]
 
 
