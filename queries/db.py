@@ -56,6 +56,7 @@ from ingest.log import (
     OnCorrupt,
     segments,
 )
+from ingest.log.digests import changed_sealed
 from ingest.log.objstore import duckdb_filesystem
 from queries.active import _load_active
 from queries.catalog import QueryError
@@ -303,6 +304,10 @@ def open_db(
         con.execute("SET parquet_metadata_cache = true")  # footers are read once, not per query
         moved = _load_active(con, [s for s in segs if s.kind == "active"], problems)
         sealed_segs = [s for s in segs if s.kind == "sealed"] + moved
+        changed = changed_sealed(root, sealed_segs)  # before DuckDB parses a changed file
+        if changed:
+            more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+            raise QueryError(f"{root / 'log' / changed[0]}{more}: run `hookaudit verify`")
         remote = duckdb_filesystem([s.location for s in sealed_segs])
         if remote is not None:  # shipped segments: read through pyarrow's S3 client
             con.execute("SET autoload_known_extensions = false")  # never try to fetch httpfs

@@ -61,6 +61,7 @@ from engine.errors import HookauditError, LogCorrupt, Unavailable
 from engine.records import decode_outcome_msgpack
 from engine.sources import Effective, load_sources
 from ingest.log import LogWriter, Segment, sealed_mismatches, segments
+from ingest.log.digests import changed_sealed
 from ingest.private import make_private
 from replay import report as report_mod
 from replay.parts import LateSkips, Restart, SegmentQueue, duplicates
@@ -350,6 +351,13 @@ def replay(
         threading.Thread(
             target=_report_progress, args=(progress, counter, done, total), daemon=True
         ).start()
+    # A sealed segment whose bytes are not those sealed is refused before any job parses
+    # it (a changed byte could stop a reader thread with no file named, or read as data).
+    changed = changed_sealed(req.data_dir)
+    if changed:
+        done.set()
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise LogCorrupt(changed[0] + more, None, "run `hookaudit verify` on this log")
     try:
         merged = _run_jobs(req, executors, max_rows, coordinator)
     finally:

@@ -311,3 +311,64 @@ def test_seal_beside_a_running_worker_names_its_pid(tmp_path: Path) -> None:
     assert (data / "log" / "active" / "w1" / ".lock").read_text().strip() == str(holder.pid)
     done = cli("log", "seal", "--data-dir", str(data), "--worker", "w1")
     assert done.returncode == 0 and "sealed w1 segment 1" in done.stdout
+
+
+def _sealed_log(d: Path) -> Path:
+    with LogWriter.open(d, "w1") as w:
+        for b in range(3):
+            w.append_batch([outcome(b * 50 + i, "deny" if i % 3 == 0 else None) for i in range(50)])
+            w.seal()
+    return d / "log" / "sealed" / "w1" / "00000002.parquet"
+
+
+READERS = {
+    "verify": ["verify"],
+    "query": ["query", "denied"],
+    "sql": ["sql", "SELECT count(*) FROM outcomes"],
+    "detect": ["detect", "--rules", str(Path(__file__).resolve().parents[2] / "infra" / "sigma")],
+    "replay": ["replay", "--settings",
+               f"project:{Path(__file__).resolve().parents[2] / 'infra/policies/strict.json'}"],
+}  # fmt: skip
+
+
+def test_one_flipped_byte_in_a_sealed_segment_is_one_line_naming_it_everywhere(
+    tmp_path: Path,
+) -> None:
+    """Depending on where the byte was, readers said `JSON is malformed (byte 144)` naming
+    no file, `internal error: InvalidInputException`, aborted in a reader thread
+    (`terminate called …`, ZSTD), or answered from the changed bytes with exit 0. Every
+    reader now checks the segment against its manifest entry first: exit 1, the last
+    stderr line names the segment, no traceback, no abort."""
+    import shutil
+
+    base = tmp_path / "base"
+    seg = _sealed_log(base)
+    size = seg.stat().st_size
+    for offset in (0, 4, 144, 1000, size // 2, size - 300, size - 100, size - 10):
+        d = tmp_path / f"at{offset}"
+        shutil.copytree(base, d)
+        target = d / "log" / "sealed" / "w1" / "00000002.parquet"
+        data = bytearray(target.read_bytes())
+        data[offset] ^= 0xFF
+        target.write_bytes(bytes(data))
+        for name, args in READERS.items():
+            p = cli(*args, "--data-dir", str(d))
+            err = p.stderr.strip()
+            assert p.returncode == 1, (offset, name, p.returncode, err[-400:])
+            assert "Traceback" not in err and "internal error" not in err, (offset, name, err)
+            assert "terminate called" not in err, (offset, name, err)
+            named = [line for line in err.splitlines() if "sealed/w1/00000002.parquet" in line]
+            assert named, (offset, name, err)
+            if name != "verify":
+                assert len(err.splitlines()) == 1 and "sha256 differs" in err, (name, err)
+            else:  # verify names the segment first, not the manifest
+                assert err.splitlines()[0].startswith("FAILED: sealed/w1/00000002.parquet"), err
+        # a second run reads the digest cache and must still refuse
+        again = cli("sql", "SELECT 1", "--data-dir", str(d))
+        assert again.returncode == 1 and "00000002.parquet" in again.stderr
+    # the intact copy: every reader answers
+    for name, args in READERS.items():
+        p = cli(*args, "--data-dir", str(base))
+        assert p.returncode in (0, 1) and "sha256" not in p.stderr, (name, p.stderr)
+        if name in ("verify", "query", "sql"):
+            assert p.returncode == 0, (name, p.stderr)
