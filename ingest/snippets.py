@@ -74,16 +74,19 @@ def emit_command(event: str, *, enforce: bool) -> dict[str, Any]:
     return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
 
 
-def serve_hook(url: str = SERVE_URL) -> dict[str, Any]:
-    """The http hook that POSTs an event to `hookaudit serve` with the bearer token.
+def serve_hook(event: str, url: str = SERVE_URL) -> dict[str, Any]:
+    """The http hook that POSTs `event` to `hookaudit serve` with the bearer token, at
+    ``/hooks/<event>``: serve then knows the event from the URL alone, so a body it cannot
+    read (malformed, oversized) still gets that event's blocking answer with status 200.
+    At ``/hooks`` such a body is a 400/413, and Claude Code runs the call.
 
     Example:
-        >>> serve_hook()["headers"]
-        {'Authorization': 'Bearer $HOOKAUDIT_TOKEN'}
+        >>> serve_hook("PreToolUse")["url"]
+        'http://127.0.0.1:8787/hooks/PreToolUse'
     """
     return {
         "type": "http",
-        "url": url,
+        "url": f"{url}/{event}",
         "headers": {"Authorization": f"Bearer ${TOKEN_ENV}"},
         "allowedEnvVars": [TOKEN_ENV],
         "timeout": HOOK_TIMEOUT,
@@ -120,7 +123,7 @@ def snippets() -> dict[str, dict[str, Any]]:
     observe = {s.name: emit_command(s.name, enforce=False) for s in events}
     enforce = {s.name: emit_command(s.name, enforce=True) for s in events}
     served = {
-        s.name: serve_hook() if "http" in s.hook_types else emit_command(s.name, enforce=True)
+        s.name: serve_hook(s.name) if "http" in s.hook_types else emit_command(s.name, enforce=True)
         for s in events
     }
     return {

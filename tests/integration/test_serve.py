@@ -802,3 +802,25 @@ def test_cli_refuses_public_listen_without_token() -> None:
     result = CliRunner().invoke(serve_cmd, ["--listen", "nowhere"])
     assert result.exit_code == 2
     assert "HOST:PORT" in result.output
+
+
+async def test_the_shipped_snippets_url_gets_a_blocking_answer_for_a_body_serve_cannot_read(
+    rig: Rig,
+) -> None:
+    """The shipped http hook posts PreToolUse to /hooks/PreToolUse: a malformed or oversized
+    body there is the event's deny with status 200. At /hooks the same body is a 400/413,
+    which Claude Code treats as a non-blocking error: the call would run."""
+    repo = Path(__file__).resolve().parents[2]
+    doc = json.loads((repo / "infra/claude/managed-settings.serve.json").read_text())
+    url = doc["hooks"]["PreToolUse"][0]["hooks"][0]["url"]
+    path = "/" + url.split("/", 3)[3]
+    assert path == "/hooks/PreToolUse"
+    client = await rig.start(fail="closed", max_body=1000)
+    big = {"tool_input": {"command": "x" * 2000}, "hook_event_name": "PreToolUse"}
+    # bodies that do not tell their event: serve can only know it from the URL
+    for body in (b'{"tool_name": "Bash", "tool_input": {"command": "rm', json.dumps(big).encode()):
+        r = await client.post(path, content=body)
+        assert r.status_code == 200, r.text
+        assert r.json()["hookSpecificOutput"]["permissionDecision"] == "deny", r.text
+        bare = await client.post("/hooks", content=body)
+        assert bare.status_code in (400, 413)

@@ -55,7 +55,7 @@ def test_managed_snippets_wire_every_event(name: str) -> None:
         (hook,) = [h for g in groups for h in g["hooks"]]
         takes_http = "http" in CATALOG[event].hook_types
         if name.endswith("serve.json") and takes_http:
-            assert hook["type"] == "http" and hook["url"].endswith("/hooks"), event
+            assert hook["type"] == "http" and hook["url"].endswith(f"/hooks/{event}"), event
             assert hook["url"].startswith(doc["allowedHttpHookUrls"][0].rstrip("*")), event
             assert hook["allowedEnvVars"] == doc["httpHookAllowedEnvVars"], event
         else:
@@ -63,3 +63,16 @@ def test_managed_snippets_wire_every_event(name: str) -> None:
     pre = hooks["PreToolUse"][0]["hooks"][0]
     if pre["type"] == "command":
         assert "--wait" in pre["command"] and "--fail closed" in pre["command"]
+
+
+@pytest.mark.parametrize("path", sorted(SNIPPETS.glob("*.json")), ids=lambda p: p.name)
+def test_every_shipped_http_hook_names_its_event_in_the_url(path: Path) -> None:
+    """At /hooks serve must read the body to know the event, so a malformed or oversized
+    body is a 400/413 and Claude Code runs the call; at /hooks/<Event> serve answers it
+    with that event's blocking JSON (tests/integration/test_serve.py drives both)."""
+    doc = json.loads(path.read_text())
+    for event, groups in doc.get("hooks", {}).items():
+        for group in groups:
+            for hook in group["hooks"]:
+                if hook["type"] == "http":
+                    assert hook["url"].endswith(f"/hooks/{event}"), (event, hook["url"])
