@@ -57,11 +57,12 @@ def _target(kw: dict[str, Any]) -> Any:
 
 
 def existing_target(kw: dict[str, Any], prog: str) -> Any:
-    """`_target` of a command that reads the data dir (`spool flush`, `backfill`): a data
-    dir that does not exist is exit 1 naming it (a mistyped path is not an empty spool)."""
+    """`_target` of a command that reads the data dir (`spool flush`, `backfill`): without
+    --nats, a data dir that does not exist is exit 1 naming it (a mistyped path is not an
+    empty spool, and holds no server to publish to)."""
     target = _target(kw)
-    why = missing_data_dir(target.data_dir)
-    if why is not None:
+    why = missing_data_dir(target.data_dir) if target.nats_url is None else None
+    if why is not None:  # the embedded server's data dir (with --nats, the spool's)
         click.echo(f"{prog}: {why}", err=True)
         sys.exit(1)
     return target

@@ -162,6 +162,13 @@ def _connect(d: Path, o: dict[str, Any]) -> Any:
     help="Only these outcomes, as subject tokens: 'PreToolUse.deny', 'PreToolUse.*'.",
 )
 @click.option("--batch", type=click.IntRange(1, 10000), default=256, show_default=True)
+@click.option(
+    "--syslog-bom/--no-syslog-bom",
+    default=True,
+    show_default=True,
+    help="Put RFC 5424's UTF-8 BOM before the message of syslog and RELP records "
+    "(turn it off for a receiver that shows the BOM as text).",
+)
 @click.option("--tls-ca", type=click.Path(dir_okay=False), default=None, help="CA of the SIEM.")
 @click.option(
     "--tls-cert",
@@ -237,7 +244,9 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
     d = o["data_dir"] or default_data_dir()
     from ingest.private import UnsafeDataDir, check_data_dir
 
-    if (why := missing_data_dir(d)) is not None:  # a typo must not make a dir and a key
+    # a typo must not make a dir and a key: without --nats the data dir is the embedded
+    # server's, which must exist; with --nats it holds only this sink's state, made here
+    if o["nats_url"] is None and (why := missing_data_dir(d)) is not None:
         _fail(why)
     try:  # before the redaction key or the sink's lock is made there
         check_data_dir(d)
@@ -254,6 +263,7 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
             token=o["token"],
             ack_timeout=o["ack_timeout"],
             max_file_bytes=o["max_file_mb"] << 20,
+            syslog_bom=o["syslog_bom"],
         )
     except ValueError as e:
         raise click.UsageError(str(e)) from e

@@ -17,7 +17,7 @@ from engine.events import CATALOG
 from ingest.siem.files import FileSink, StdoutSink
 from ingest.siem.http import ElasticSink, HecSink, WebhookSink
 from ingest.siem.sink import Sink, redact_url
-from ingest.siem.syslog import SyslogSink
+from ingest.siem.syslog import RelpSink, SyslogSink
 
 __all__ = ["DECISIONS", "SCHEMES", "TlsFiles", "parse_filter", "parse_target", "redact_url"]
 
@@ -25,6 +25,8 @@ SCHEMES = (
     "syslog+udp://",
     "syslog+tcp://",
     "syslog+tls://",
+    "relp+tcp://",
+    "relp+tls://",
     "hec+https://",
     "elastic+https://",
     "https://",
@@ -114,6 +116,7 @@ def parse_target(
     token: str | None = None,
     ack_timeout: float = 60.0,
     max_file_bytes: int = 100 << 20,
+    syslog_bom: bool = True,
 ) -> Sink:
     """The sink for `url` (one of `SCHEMES`; ``hec+http``, ``elastic+http`` and ``http`` are
     accepted too, for receivers on loopback). Raises ValueError naming what is wrong."""
@@ -130,7 +133,15 @@ def parse_target(
     if scheme in ("syslog+udp", "syslog+tcp", "syslog+tls"):
         proto = scheme.partition("+")[2]
         host, port = _host_port(url, 6514 if proto == "tls" else 514)
-        return SyslogSink(proto, host, port, tls=tls.context() if proto == "tls" else None)
+        return SyslogSink(
+            proto, host, port, tls=tls.context() if proto == "tls" else None, bom=syslog_bom
+        )
+    if scheme in ("relp+tcp", "relp+tls"):
+        proto = scheme.partition("+")[2]
+        host, port = _host_port(url, 2514)
+        return RelpSink(
+            proto, host, port, tls=tls.context() if proto == "tls" else None, bom=syslog_bom
+        )
     https = scheme.endswith("https")
     verify: ssl.SSLContext | bool = tls.context() if https else False
     inner = scheme.partition("+")[2] or scheme

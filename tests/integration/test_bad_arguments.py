@@ -281,7 +281,8 @@ def test_a_data_dir_that_does_not_exist_is_an_error_not_an_empty_history(
     path: tuple[str, ...], tmp_path: Path
 ) -> None:
     """A mistyped --data-dir (or HOOKAUDIT_DATA_DIR) must not read as an empty log (exit 0
-    with no rows), and nothing may be made there (siem made the dir and a redaction key)."""
+    with no rows), and nothing may be made there (siem made the dir and a redaction key).
+    (siem, backfill and spool flush given --nats keep their own state there and make it.)"""
     typo = tmp_path / "dta"
     case = Case(path, (*_base(LEAVES[path], None, path), "--data-dir", str(typo)), True)
     _, proc, _ = _run(case, tmp_path)

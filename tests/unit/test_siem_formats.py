@@ -455,3 +455,26 @@ def test_secret_hidden_behind_json_escapes_is_redacted() -> None:
     v = build_view(Outcome(event=ev, settings_id="s"), redactor=Redactor(key=b"k"))
     assert "AKIAIOSFODNN7EXAMPLE" not in (v.command or "")
     assert (v.command or "").startswith("[REDACTED:aws_access_key:")
+
+
+def test_the_readme_s_cef_signature_is_the_output_s() -> None:
+    """The README's example header (`…|PreToolUse:blocked|Bash blocked|7|`) is what
+    to_cef writes for a blocked Bash call: the signature is EVENT:ACTION, not the decision."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = re.search(r"`(CEF:0\|hookaudit\|hookaudit\|[^`]*?\|7\|)…`", readme)
+    assert example, "the README's CEF example"
+    o = outcome("Bash", {"command": "rm -rf /"}, "deny", blocked=True, reason="no")
+    assert to_cef(build_view(o)).startswith(example[1])
+
+
+def test_the_syslog_bom_is_an_option() -> None:
+    from ingest.siem.formats import format_view as fmt
+    from ingest.siem.syslog import rfc5424
+
+    (rec,) = fmt("cef", build_view(outcome("Bash", {"command": "ls"})))
+    with_bom, without = rfc5424(rec), rfc5424(rec, bom=False)
+    assert with_bom == without.replace(b"] CEF:0", b"] \xef\xbb\xbfCEF:0")
+    assert b"\xef\xbb\xbf" not in without
