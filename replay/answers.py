@@ -88,8 +88,10 @@ class Answers:
         workdir: str | None = None,
         executors: dict[str, Executor] | None = None,
         concurrency: int = 32,
+        hidden: tuple[str, ...] = (),
     ) -> None:
         self.policy = policy
+        self.hidden = hidden  # paths a sandboxed hook must not see (the data dir)
         self.workdir = workdir
         self.concurrency = max(1, concurrency)
         self._slots: asyncio.Semaphore | None = None
@@ -117,7 +119,9 @@ class Answers:
         if kind == "command" and self.policy.exec == "sandbox":
             from replay.sandbox import SandboxExecutor
 
-            sandbox = self._sandbox = SandboxExecutor(concurrency=self.concurrency)
+            sandbox = self._sandbox = SandboxExecutor(
+                concurrency=self.concurrency, hidden=self.hidden
+            )
             return sandbox
         if kind == "command":
             from engine.executors.command import CommandExecutor

@@ -85,7 +85,11 @@ class Job:
             load_sources(req.baseline, project_dir=req.project_dir) if req.baseline else None
         )
         self.answers = Answers(
-            req.policy, workdir=req.project_dir, executors=executors, concurrency=req.concurrency
+            req.policy,
+            workdir=req.project_dir,
+            executors=executors,
+            concurrency=req.concurrency,
+            hidden=(str(req.data_dir),),
         )
         self._answer = self.answers.answer
         # The driver of every entry point, one per settings (each keeps its own `once`

@@ -9,18 +9,24 @@ What `--exec sandbox` does to a command hook that has no recorded answer:
   ``CLAUDE_ENV_FILE``) are kept, pointing into the temporary directory.
 - **Working directory**: an empty directory per hook run (one a hook left files in is
   never handed out again); all are removed when the helper exits.
-- **Network**: none, where the OS allows it. The hooks run in a helper process started
-  as ``unshare -rn`` (util-linux: a new user namespace mapping this user to root, and
-  a new network namespace with only a loopback interface that is down), or ``unshare
-  -n`` when only that works (root without user namespaces). Which one works is probed
-  once per process (`network_isolation`). Where neither works (no util-linux, user
-  namespaces disabled, macOS), hooks run **with** the network and the report says so
-  (``sandbox.network`` starts with ``"none"``); the other protections still apply.
+- **Isolation**: with bubblewrap (``bwrap``, Debian's ``bubblewrap``) the helper and every
+  hook run in new mount, network, IPC, PID and UTS namespaces: the host's file tree is
+  mounted **read-only**; ``/tmp``, ``/var/tmp``, ``/run`` (the usual home of unix sockets),
+  ``/home``, ``/root``, the user's ``HOME`` and the replayed data dir (its relay socket, its
+  NATS seeds and the key that signs decisions) are each an empty private ``tmpfs``; ``/dev``
+  is a minimal new one; the only writable places are those tmpfs (the hook's temporary
+  directory lives in the new ``/tmp``). The network namespace has no interface up, so no
+  TCP, UDP or abstract unix socket of the host is reachable. The Python the helper runs
+  (its prefixes) and hookaudit's own source are bound back read-only so the helper can
+  start. This is `isolation`'s ``"bwrap"``.
+- Without bwrap, the fallback is network isolation only: the helper runs as ``unshare -rn``
+  (util-linux: a new user namespace mapping this user to root, and a new network namespace
+  with only a loopback interface that is down), or ``unshare -n`` when only that works
+  (root without user namespaces); then a hook can still read and write wherever this user
+  can. Where neither works, hooks run **with** the network. The report's ``sandbox`` field
+  says which was used, and a sandbox weaker than bwrap says so.
 - **Timeouts**: each hook's own timeout, enforced by `CommandExecutor` (SIGTERM to the
   process group, grace, SIGKILL).
-
-It is a guard against accidents (a hook that deploys, posts to Slack or reads ``~/.aws``),
-not a security boundary: a hook can still write wherever this user can by absolute path.
 
 The helper is ``python -m replay.sandbox``: it reads pickled Invocations (length-prefixed
 frames) on stdin, runs up to ``concurrency`` of them at once with a `CommandExecutor`
@@ -50,7 +56,17 @@ import msgspec
 
 from engine.effects import Invocation, RawResult
 
-__all__ = ["SandboxExecutor", "network_isolation", "scrubbed_env"]
+__all__ = [
+    "BWRAP_DESCRIPTION",
+    "SandboxExecutor",
+    "bwrap_prefix",
+    "network_isolation",
+    "scrubbed_env",
+]
+
+BWRAP_DESCRIPTION = (
+    "bwrap (host files read-only; /tmp, /run, homes and the data dir private and empty; no network)"
+)
 
 _PASS = ("PATH", "LANG", "TZ", "TERM")
 _FRAME = struct.Struct(">IQ")  # payload length, request number
@@ -74,6 +90,36 @@ def scrubbed_env(environ: Mapping[str, str], home: str) -> dict[str, str]:
     env["HOME"] = home
     env["TMPDIR"] = home
     return env
+
+
+_MASKED = ("/tmp", "/var/tmp", "/run", "/home", "/root")
+
+
+def bwrap_prefix(hidden: tuple[str, ...] = ()) -> list[str] | None:
+    """The bubblewrap command prefix of the full sandbox (see the module's rules), or None
+    when bwrap is not installed. `hidden`: more paths to mask (the data dir)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    home = os.environ.get("HOME")
+    masks = [m for m in (*_MASKED, home) if m and os.path.isdir(m)]
+    for m in masks:
+        args += ["--tmpfs", os.path.realpath(m)]
+    # What the helper needs to start, bound back read-only over the masks: the interpreter's
+    # prefixes (a venv, a pyenv under /root) and hookaudit's own source.
+    source = str(Path(__file__).resolve().parent.parent)
+    needed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, source)}
+    for p in sorted(needed):
+        if any(p == m or p.startswith(m.rstrip("/") + "/") for m in map(os.path.realpath, masks)):
+            args += ["--ro-bind", p, p]
+    for h in hidden:  # last: masked even inside a path bound back (a ./data in the checkout)
+        if os.path.isdir(h):
+            args += ["--tmpfs", os.path.realpath(h)]
+    args += ["--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
+             "--new-session", "--die-with-parent", "--chdir", "/tmp", "--setenv", "TMPDIR", "/tmp",
+             "--setenv", "HOME", "/tmp"]  # fmt: skip
+    return args
 
 
 def network_isolation() -> tuple[list[str], str]:
@@ -124,8 +170,15 @@ class SandboxExecutor:
         environ: Mapping[str, str] | None = None,
         grace: float = 1.0,
         concurrency: int = 32,
+        hidden: tuple[str, ...] = (),
     ) -> None:
-        self.prefix, self.network = network_isolation()
+        full = bwrap_prefix(hidden)
+        self.fallback = network_isolation() if full is not None else None
+        if full is not None:
+            self.prefix, self.network = full, BWRAP_DESCRIPTION
+        else:
+            self.prefix, self.network = network_isolation()
+            self.network += "; no file isolation (bubblewrap not installed)"
         self.environ = dict(os.environ if environ is None else environ)
         self.grace = grace
         self.concurrency = max(1, concurrency)
@@ -165,6 +218,11 @@ class SandboxExecutor:
             if self._proc is not None:
                 return self._proc
             proc = await self._spawn(self.prefix)
+            if proc is None and self.fallback is not None:  # bwrap refused (no user namespaces)
+                prefix, how = self.fallback
+                proc = await self._spawn(prefix)
+                self.network = f"{how}; no file isolation (bwrap did not start)"
+                self.prefix = prefix
             if proc is None and self.prefix:  # e.g. python cannot start in the namespace
                 proc = await self._spawn([])
                 self.network = f"none (the helper did not start under {' '.join(self.prefix)})"
