@@ -27,6 +27,7 @@ import hmac
 import os
 import re
 from datetime import datetime
+from pathlib import Path
 
 import msgspec
 
@@ -72,6 +73,50 @@ def env_key() -> bytes | None:
     """The log key from env HOOKAUDIT_LOG_KEY (None when unset or empty)."""
     value = os.environ.get(KEY_ENV, "")
     return value.encode() if value else None
+
+
+KEY_FILE = "key"  # <data-dir>/log/key: the log key of a data dir, made with its first record
+
+
+def log_key(base: Path, *, create: bool = False) -> bytes | None:
+    """The log key of the log at `base` (``<data-dir>/log``): $HOOKAUDIT_LOG_KEY, else the
+    ``key`` file there; with `create`, a new random key is written there (0600, fsynced)
+    when there is none. None when neither exists.
+
+    A fresh log is keyed from its first record with no step to forget: its batches carry
+    HMAC lines and its manifest entries are signed, so `verify` catches records appended,
+    re-hashed or cut off at a point no batch line signs. Keep the file like the NATS seeds.
+    """
+    key = env_key()
+    if key is not None:
+        return key
+    path = base / KEY_FILE
+    try:
+        text = path.read_bytes().strip()
+        if text:
+            return text
+    except FileNotFoundError:
+        pass
+    if not create:
+        return None
+    import secrets
+
+    new = secrets.token_hex(32).encode()
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = base / f".{KEY_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, new + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # never replaces a key another process made meanwhile
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_bytes().strip()
 
 
 def idempotency_key(event_id: str, settings_id: str, replay_id: str | None) -> str:

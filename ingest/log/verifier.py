@@ -43,7 +43,7 @@ from ingest.log.layout import (
     seqs,
     workers,
 )
-from ingest.log.lines import batch_hmac, decode_batch, env_key, is_batch_line, recompute_hash
+from ingest.log.lines import batch_hmac, decode_batch, is_batch_line, log_key, recompute_hash
 from ingest.log.manifest import ManifestEntry, manifest_hmac, manifest_lines
 from ingest.log.objstore import read_bytes
 from ingest.log.reader import jsonl_lines, parquet_lines
@@ -57,7 +57,8 @@ __all__ = ["ErrorKind", "VerifyError", "VerifyReport", "WorkerReport", "verify"]
 def verify(data_dir: str | os.PathLike[str], *, key: bytes | None = None) -> VerifyReport:
     """Recompute every worker chain (sealed segments in manifest order, then active) and manifest.
 
-    `key` (default: env HOOKAUDIT_LOG_KEY) makes a missing or wrong manifest hmac an error.
+    `key` (default: env HOOKAUDIT_LOG_KEY, else the data dir's ``log/key``) makes a missing or
+    wrong manifest hmac or batch line an error.
 
     Run it while writers are stopped: an active segment's last line may be mid-write.
 
@@ -65,8 +66,8 @@ def verify(data_dir: str | os.PathLike[str], *, key: bytes | None = None) -> Ver
         >>> verify(data_dir, key=b"secret").first_error
         'active/w1/00000002.jsonl:17: record seq 4017: hash mismatch (record edited)'
     """
-    key = key if key is not None else env_key()
     base = root(data_dir)
+    key = key if key is not None else log_key(base)
     errors: list[VerifyError] = []
     notes: list[str] = []
     found: dict[str, WorkerReport] = {}

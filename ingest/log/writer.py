@@ -60,9 +60,9 @@ from ingest.log.layout import (
 )
 from ingest.log.lines import (
     batch_line,
-    env_key,
     key_digest,
     key_digest_of,
+    log_key,
     stamp,
 )
 from ingest.log.manifest import ManifestEntry
@@ -131,7 +131,8 @@ class LogWriter:
     ) -> LogWriter:
         """Lock the worker's chain and recover its state, so a restarted worker continues it.
 
-        `key` (default: env HOOKAUDIT_LOG_KEY) signs batches and manifest lines. Raises
+        `key` (default: env HOOKAUDIT_LOG_KEY, else ``<data-dir>/log/key``, made for a log
+        with no record yet) signs batches and manifest lines. Raises
         Unavailable when
         another writer holds the worker (naming its pid), or the disk cannot be written.
 
@@ -141,9 +142,15 @@ class LogWriter:
         """
         base = root(data_dir)
         check_worker(worker)
+        # a log with no record yet gets its own key (<data-dir>/log/key) unless one is given
+        fresh = not any((base / "active").glob("*/*.jsonl")) and not any(
+            (base / "sealed").glob("*/*.parquet")
+        )
         try:
             for sub in (base / "active" / worker, base / "sealed" / worker, base / "manifest"):
                 make_dirs(sub)
+            if key is None:
+                key = log_key(base, create=fresh)
             lock_fd = lock(lock_path(base, worker), worker)
         except OSError as exc:
             raise Unavailable(f"{base}: cannot open the log for worker {worker!r}: {exc}") from exc
@@ -153,7 +160,7 @@ class LogWriter:
             lock_fd,
             max_bytes=max_bytes,
             max_age_s=max_age_s,
-            key=key if key is not None else env_key(),
+            key=key,
             clock=clock,
         )
         try:

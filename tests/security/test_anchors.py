@@ -3,6 +3,7 @@ re-keyed, and a log cut short, which the local `verify` cannot see."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -83,3 +84,49 @@ async def test_a_rewritten_and_rekeyed_log_fails_verify_anchors(
           f"(1 decision flipped, {n_total} records re-hashed, re-keyed) and a cut "
           f"({len(ids) - n_cut} newest records dropped) pass local verify, both fail "
           "verify --anchors")  # fmt: skip
+
+
+async def test_the_default_setup_catches_a_cut_tail_with_no_step_to_forget(tmp_path: Path) -> None:
+    """As the quick start runs it: `nats up`, a worker and emits with no HOOKAUDIT_LOG_KEY
+    and no flag. The log gets its own key with its first record (`log/key`), the worker
+    anchors its heads on the embedded server, and a plain `verify` checks both: the newest
+    records cut off at a batch boundary (the batch lines left valid) fail it."""
+    from tests.security.auth_support import hookaudit as run
+    from tests.security.auth_support import pre_tool_use
+    from tests.security.auth_support import start_worker as start
+    from tests.security.auth_support import stop as halt
+
+    data = tmp_path / "data"
+    up = await run("nats", "up", "--data-dir", str(data))
+    assert up.code == 0, up.stderr
+    worker = start(data, "--name", "w1")
+    try:
+        for i in range(40):
+            p = await run(
+                "emit", "--data-dir", str(data), "--wait", stdin=pre_tool_use(f"echo {i}")
+            )
+            assert p.code == 0, p.stderr
+        deadline = asyncio.get_running_loop().time() + 30
+        while sum(1 for _ in iter_outcomes(data)) < 40:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.1)
+        halt(worker)
+        assert (data / "log" / "key").stat().st_mode & 0o077 == 0  # made, private
+        ok = await run("verify", "--data-dir", str(data))
+        assert ok.code == 0, ok.stderr
+        assert "anchored heads match" in ok.stdout, ok.stdout
+        # the attacker: the active segment cut back to an earlier batch line, which stays
+        # valid (its HMAC signs the chain up to there): the local chain and key are fine
+        (seg,) = (data / "log" / "active" / "w1").glob("*.jsonl")
+        lines = seg.read_bytes().splitlines(keepends=True)
+        batch_ends = [i for i, line in enumerate(lines) if line.startswith(b'{"batch":')]
+        assert len(batch_ends) >= 3, "several batches"
+        seg.write_bytes(b"".join(lines[: batch_ends[-3] + 1]))
+        cut = await run("verify", "--data-dir", str(data))
+        assert cut.code == 1, (cut.stdout, cut.stderr)
+        assert "cut off" in cut.stderr, cut.stderr
+        alone = await run("verify", "--data-dir", str(data), "--no-anchors")
+        assert alone.code == 0, alone.stderr  # what the default missed before
+    finally:
+        halt(worker)
+        await run("nats", "down", "--data-dir", str(data))
