@@ -60,30 +60,31 @@ def missing_data_dir(path: Path) -> str | None:
     )
 
 
-def _must_exist(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    if ctx.resilient_parsing:
-        return value
-    why = missing_data_dir(value if value is not None else default_data_dir())
-    if why is not None:
-        prog = ctx.command_path or "hookaudit"
-        click.echo(f"{prog}: {why}", err=True)
-        ctx.exit(1)
-    return value
-
-
 def data_dir_option(f: F) -> F:
     """``--data-dir`` of a command that reads a data dir (env HOOKAUDIT_DATA_DIR; default
-    `default_data_dir`): one that does not exist is exit 1 naming it, before anything runs
-    (nothing is created there)."""
+    `default_data_dir`): one that does not exist is exit 1 naming it, before the command
+    runs (nothing is created there). Not checked when the command is only asked to list
+    what it offers (``--list``)."""
+    import functools
+
+    @functools.wraps(f)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("list_"):
+            value = kwargs.get("data_dir")
+            why = missing_data_dir(value if value is not None else default_data_dir())
+            if why is not None:
+                ctx = click.get_current_context()
+                click.echo(f"{ctx.command_path or 'hookaudit'}: {why}", err=True)
+                ctx.exit(1)
+        return f(*args, **kwargs)
+
     return click.option(
         "--data-dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
         envvar="HOOKAUDIT_DATA_DIR",
-        callback=_must_exist,
-        is_eager=True,
         help=_DATA_DIR_HELP,
-    )(f)
+    )(checked)  # type: ignore[return-value]
 
 
 def new_data_dir_option(f: F) -> F:

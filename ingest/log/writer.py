@@ -132,7 +132,7 @@ class LogWriter:
         """Lock the worker's chain and recover its state, so a restarted worker continues it.
 
         `key` (default: env HOOKAUDIT_LOG_KEY, else ``<data-dir>/log/key``, made for a log
-        with no record yet) signs batches and manifest lines. Raises
+        with no record yet; ``b""``: none) signs batches and manifest lines. Raises
         Unavailable when
         another writer holds the worker (naming its pid), or the disk cannot be written.
 
@@ -151,6 +151,7 @@ class LogWriter:
                 make_dirs(sub)
             if key is None:
                 key = log_key(base, create=fresh)
+            key = key or None  # b"": explicitly no key (a log as an older hookaudit wrote it)
             lock_fd = lock(lock_path(base, worker), worker)
         except OSError as exc:
             raise Unavailable(f"{base}: cannot open the log for worker {worker!r}: {exc}") from exc

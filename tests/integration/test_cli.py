@@ -68,7 +68,7 @@ HOOK_KEYS = {
 }
 
 
-def test_eval_json_contract() -> None:
+def test_eval_json_contract(tmp_path: Path) -> None:
     p = run(
         "eval",
         "--settings",
@@ -86,9 +86,14 @@ def test_eval_json_contract() -> None:
     assert out["hooks"] and all(set(h) >= HOOK_KEYS for h in out["hooks"])
     python_hook = out["hooks"][0]
     assert python_hook["type"] == "python" and python_hook["outcome"] == "deny"
-    curl_hook = out["hooks"][1]
-    assert curl_hook["type"] == "command" and curl_hook["exit_code"] == 0
-    assert "command" in curl_hook
+    settings = tmp_path / "s.json"
+    hook = {"type": "command", "command": "cat > /dev/null; echo '{}'"}
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [hook]}]}}))
+    p = run("eval", "--settings", f"project:{settings}", stdin=bash("ls", str(tmp_path)))
+    (command_hook,) = json.loads(p.stdout)["hooks"]
+    assert set(command_hook) >= HOOK_KEYS
+    assert command_hook["type"] == "command" and command_hook["exit_code"] == 0
+    assert command_hook["command"] == hook["command"]
 
 
 def test_eval_allow_is_still_exit_0() -> None:

@@ -242,17 +242,18 @@ class History:
 
 def write_history(data_dir: Path) -> History:
     """w1: a sealed segment then an active one; w2: sealed + active with a corrupt line;
-    replay: one replayed outcome (sealed)."""
-    with LogWriter.open(data_dir, "w1", clock=Clock(T0 + timedelta(hours=1))) as w:
+    replay: one replayed outcome (sealed). Unkeyed (key=b""), as the layouts these tests
+    compare were written before logs had a key of their own."""
+    with LogWriter.open(data_dir, "w1", clock=Clock(T0 + timedelta(hours=1)), key=b"") as w:
         assert len(w.append_batch(W1_FIRST)) == len(W1_FIRST)
         w.seal()
         w.append_batch(W1_LATER)
-    with LogWriter.open(data_dir, "w2", clock=Clock(T0 + timedelta(hours=2))) as w:
+    with LogWriter.open(data_dir, "w2", clock=Clock(T0 + timedelta(hours=2)), key=b"") as w:
         assert len(w.append_batch(W2_FIRST)) == 3
         w.seal()
         w.append_batch(W2_LATER)
         active = w.active_path
-    with LogWriter.open(data_dir, "replay", clock=Clock(T0 + timedelta(hours=3))) as w:
+    with LogWriter.open(data_dir, "replay", clock=Clock(T0 + timedelta(hours=3)), key=b"") as w:
         w.append_batch(REPLAY)
         w.seal()  # a sealed file holding replayed records: the live views filter it
     with open(active, "ab") as f:
@@ -909,10 +910,15 @@ def test_cli_bad_input_one_line_exit_1(
 
 
 def test_cli_no_log_yet(cli: click.Group, tmp_path: Path) -> None:
-    res = invoke(cli, "query", "denied", "--data-dir", str(tmp_path / "none"), "--format", "json")
+    # a data dir that exists but holds no log yet: an empty answer, and a note
+    (tmp_path / "new").mkdir()
+    res = invoke(cli, "query", "denied", "--data-dir", str(tmp_path / "new"), "--format", "json")
     assert res.exit_code == 0
     assert json.loads(res.stdout) == []
     assert "no log" in res.stderr
+    # one that does not exist is a mistyped path, not an empty history
+    res = invoke(cli, "query", "denied", "--data-dir", str(tmp_path / "none"), "--format", "json")
+    assert res.exit_code == 1 and "none: no such data dir" in res.stderr
 
 
 def test_cli_formats(cli: click.Group, history: History, tmp_path: Path) -> None:
@@ -1016,7 +1022,7 @@ def test_sealed_layouts_before_and_after_runs_files_read_the_same(
 
 
 def test_unreadable_sealed_records_and_files_are_named(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, "w", clock=Clock(T0)) as w:
+    with LogWriter.open(tmp_path, "w", clock=Clock(T0), key=b"") as w:  # as an old sealer had it
         w.append_batch([outcome(E1), outcome(E2)])
         path = w.active_path
     with open(path, "ab") as f:
