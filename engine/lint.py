@@ -224,7 +224,10 @@ _FAIL_CLOSED = re.compile(r"--fail(?:\s+|=)closed(?=[\s;|&)]|$)")
 _EXIT_2_LAST = re.compile(r"\|\|\s*(?:exit\s+2|\{[^{}]*\bexit\s+2\s*;?\s*\})\s*$")
 _EMIT_TIMEOUT = re.compile(r"--timeout(?:\s+|=)(\d+(?:\.\d+)?)(?=[\s;|&)]|$)")
 EMIT_WAIT_DEFAULT = 10.0  # `hookaudit emit --timeout`'s default (a test keeps them equal)
-START_MARGIN = 2.0  # seconds for emit's start-up before its wait begins
+# emit's --timeout counts from its process's start (its interpreter's start-up included,
+# ingest.fastemit.process_age); this is the slack for writing the answer and exiting, and for
+# the shell Claude Code starts it through
+START_MARGIN = 2.0
 
 
 def _lint_fail_closed(command: str, timeout: object, path: str, event: str, add: Add) -> None:
@@ -251,7 +254,7 @@ def _lint_fail_closed(command: str, timeout: object, path: str, event: str, add:
             where,
             "timeout-fails-open",
             f"Claude Code stops this hook after {limit:g} s, before emit's --timeout of "
-            f"{wait:g} s (plus its start-up) can answer, and a stopped hook lets the call "
+            f"{wait:g} s (counted from its start) can answer, and a stopped hook lets the call "
             f"run; make the hook's timeout at least {wait + 5:g}",
         )
 

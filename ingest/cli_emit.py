@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -176,6 +177,7 @@ def _run(source: str, wait: bool, timeout: float, fail: str, kw: dict[str, Any])
     from ingest.emit import EmitOptions
     from ingest.emit import emit as run_emit
     from ingest.emit_input import read_input
+    from ingest.fastemit import process_age
 
     opts = EmitOptions(
         target=_target(kw),
@@ -183,6 +185,9 @@ def _run(source: str, wait: bool, timeout: float, fail: str, kw: dict[str, Any])
         wait=wait,
         timeout=timeout,
         fail="closed" if fail == "closed" else "open",
+        # the answer is due `timeout` after this process started: Claude Code's hook
+        # timeout counts the interpreter's start-up too
+        started=time.monotonic() - process_age(),
     )
     if sys.stdin is not None and sys.stdin.isatty():
         raise click.UsageError("reads the hook event JSON on stdin, as Claude Code pipes it")

@@ -151,6 +151,29 @@ def relay_path(given_dir: str | None) -> str | None:
     return os.path.join(data_dir(given_dir), "relay", "emit.sock")
 
 
+def process_age() -> float:
+    """Seconds since this process started (exec), from the kernel: the interpreter's own
+    start-up is on emit's clock. Claude Code's hook timeout runs from the spawn, and under
+    load start-up alone took over a second, so a `--timeout` counted from emit's first line
+    could answer after it. 0.0 where /proc cannot tell.
+
+    Example:
+        >>> 0.0 <= process_age() < 3600
+        True
+    """
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        # field 22 (starttime, clock ticks since boot), counted after the ")" of the name
+        start_ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])
+        with open("/proc/uptime", "rb") as f:  # seconds since boot, as starttime counts
+            uptime = float(f.read().split()[0])
+        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+    return min(max(age, 0.0), 3600.0)
+
+
 def encode_request(a: Args, body: bytes) -> bytes:
     """One request: the options as ``key=value`` lines, then the raw input.
 
@@ -261,6 +284,8 @@ def _check_peer(s: _socket.socket, path: str) -> None:
 def _ask(path: str, a: Args, body: bytes) -> tuple[int, str, bytes, bytes]:
     # With --wait the relay answers within --timeout (its own budget); a relay silent past
     # that plus a little is a failure, answered per --fail before Claude Code's hook timeout.
+    if a.wait:  # the budget left since this process started, not since this line
+        a.timeout = max(0.0, a.timeout - process_age())
     bound = a.timeout + WAIT_SLACK if a.wait else SLACK
     s = _connect(path, bound)
     try:
