@@ -271,6 +271,14 @@ def _lint_if(rule: str, path: str, tool_event: bool, event: str, add: Add) -> No
     parsed = parse_rule(text)
     if not _TOOL_NAME.fullmatch(parsed.tool):
         add(path, "bad-if", f"rule {rule!r}: {parsed.tool!r} is not a tool name: it never matches")
+    elif parsed.tool == "WebFetch" and parsed.content not in (None, "*"):
+        add(
+            path,
+            "if-never-runs",
+            f"rule {rule!r}: Claude Code runs no hook whose `if` is a WebFetch rule with "
+            "content (`domain:` included): the hook never runs; match WebFetch and check the "
+            "URL in the hook",
+        )
 
 
 def _unescaped(text: str, ch: str) -> int:

@@ -29,12 +29,10 @@ Decisions where the spec is silent:
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import functools
 import posixpath
 import re
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -231,7 +229,10 @@ def if_matches(
         if not current:
             return shellrules.wildcard(content.strip(), path)
         return _path_matches(content, path, cwd, home, source_root or cwd)
-    return name == "WebFetch" and current and _domain_matches(content, tool_input.get("url"))
+    # Any other content selects no hook: Claude Code 2.1.332 runs a WebFetch hook whose `if`
+    # is `WebFetch` or `WebFetch(*)` and never one with a `domain:` rule, exact, wildcard or
+    # `*` (tests/conformance/claude_code: if.webfetch_*); lint says so.
+    return False
 
 
 def _command_matches(content: str, command: str, powershell: bool, current: bool) -> bool:
@@ -280,13 +281,15 @@ def _path_matches(pattern: str, path: str, cwd: str, home: str, root: str) -> bo
 
 
 def _segments_match(globs: list[str], names: list[str]) -> bool:
-    """`**` is any run of names, else fnmatch (ReDoS-safe); O(len(globs) * len(names)) globs."""
+    """`**` is any run of names, else fnmatch (ReDoS-safe); O(len(globs) * len(names)) globs.
+    Case-insensitive: Claude Code 2.1.332 matches `Read(SECRET.TXT)` on `secret.txt`
+    (tests/conformance/claude_code: if.path.case)."""
     g = n = 0
     star, mark = -1, 0  # a mismatch retries from the last `**` only: enough for a plain star
     while n < len(names):
         if g < len(globs) and globs[g] == "**":
             star, mark, g = g, n, g + 1
-        elif g < len(globs) and fnmatch.fnmatchcase(names[n], globs[g]):
+        elif g < len(globs) and fnmatch.fnmatchcase(names[n].lower(), globs[g].lower()):
             g, n = g + 1, n + 1
         elif star < 0:
             return False
@@ -296,31 +299,3 @@ def _segments_match(globs: list[str], names: list[str]) -> bool:
     return all(glob == "**" for glob in globs[g:])
 
 
-def _domain_matches(content: str, url: object) -> bool:
-    """WebFetch(domain:H) against the URL's host, read the way a WHATWG parser (Node) reads it."""
-    if not content.startswith("domain:") or not isinstance(url, str):
-        return False
-    wanted = _host_key(content[7:].strip()).split(".")
-    if wanted == ["*"]:
-        return True
-    url = re.sub(r"[\t\n\r]", "", url.strip("".join(map(chr, range(0x21)))))
-    if re.match(r"(?i)(?:https?|wss?|ftp|file):", url):
-        url = url.replace("\\", "/")  # else `http://good.com\@evil.com` reads as host evil.com
-    try:
-        host = urllib.parse.urlsplit(url).hostname
-    except ValueError:
-        return False
-    labels = _host_key(urllib.parse.unquote(host or "")).split(".")
-    if wanted[0] == "*" and len(wanted) > 1:  # `*.example.com`: any depth, but not the apex
-        wanted, labels = wanted[1:], labels[1 - len(wanted) :] if len(labels) >= len(wanted) else []
-    return (
-        bool(host) and len(labels) == len(wanted) and all(map(shellrules.wildcard, wanted, labels))
-    )
-
-
-def _host_key(host: str) -> str:
-    host = host.rstrip(".").lower()
-    if not host.isascii():
-        with contextlib.suppress(UnicodeError):
-            host = host.encode("idna").decode("ascii").lower()
-    return host

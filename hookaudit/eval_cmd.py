@@ -209,17 +209,16 @@ def _eval(
     raw, where = _read_event(event_path)
     payload = parse_payload(raw, where)
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else str(Path.cwd())
-    specs = [parse_scoped(s) for s in settings_specs] or discover(str(cwd))
+    project_dir = _project_dir(str(cwd))
+    specs = [parse_scoped(s) for s in settings_specs] or discover(project_dir or str(cwd))
     if strict:
         refuse_unless_clean("eval", [f"{scope}:{path}" for scope, path in specs])
-    from engine.sources import find_project_root
-
-    eff = load_sources(specs, strict=not lenient, project_dir=find_project_root(str(cwd)))
+    eff = load_sources(specs, strict=not lenient, project_dir=project_dir)
     for w in eff.warnings:
         click.echo(f"hookaudit eval: warning: {w}", err=True)
     event = new_event(payload, raw=raw.decode("utf-8"), source="eval")
     engine = Engine(
-        _mcp_executors(mcp_configs, find_project_root(str(cwd))),
+        _mcp_executors(mcp_configs, project_dir),
         profile=profile,  # type: ignore[arg-type]
         posture=posture,  # type: ignore[arg-type]
     )
@@ -239,6 +238,20 @@ def _eval(
 
         out, err, code, _ = express_outcome(outcome)
         exit_now(out, err, code)  # no interpreter teardown after the answer
+
+
+def _project_dir(cwd: str) -> str | None:
+    """The session's project: ``$CLAUDE_PROJECT_DIR`` when Claude Code runs this as a hook
+    (it names the directory the session started in, whatever the hook input's `cwd` is
+    after a `cd`), else the nearest ancestor of `cwd` with ``.claude/settings*.json``."""
+    import os
+
+    from engine.sources import find_project_root
+
+    given = os.environ.get("CLAUDE_PROJECT_DIR", "")
+    if given and os.path.isabs(given) and os.path.isdir(given):
+        return given
+    return find_project_root(cwd)
 
 
 def _read_event(event_path: str) -> tuple[bytes, str]:

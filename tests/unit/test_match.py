@@ -724,38 +724,22 @@ def test_hostile_paths_are_cheap(fast: None) -> None:
 
 
 @pytest.mark.parametrize(
-    ("rule", "url", "expected"),
+    ("rule", "expected"),
     [
-        ("WebFetch(domain:example.com)", "https://EXAMPLE.com./x", True),
-        ("WebFetch(domain:Example.COM.)", "https://example.com", True),
-        ("WebFetch(domain:example.com)", "https://sub.example.com/", False),
-        ("WebFetch(domain:example.com)", "https://user:pw@example.com:8443/p?q#f", True),
-        ("WebFetch(domain:*.example.com)", "https://a.example.com/", True),
-        ("WebFetch(domain:*.example.com)", "https://a.b.example.com/", True),  # any depth
-        ("WebFetch(domain:*.example.com)", "https://example.com/", False),  # not the apex
-        ("WebFetch(domain:*.example.com)", "https://evilexample.com/", False),
-        ("WebFetch(domain:api.*.com)", "https://api.x.com/", True),  # one label
-        ("WebFetch(domain:api.*.com)", "https://api.x.y.com/", False),
-        ("WebFetch(domain:*)", "https://anything.test/", True),
-        ("WebFetch(domain:good.com)", "http://good.com\\@evil.com/", True),  # WHATWG reading
-        ("WebFetch(domain:evil.com)", "http://good.com\\@evil.com/", False),
-        ("WebFetch(domain:example.com)", "http://ex%61mple.com/", True),
-        ("WebFetch(domain:example.com)", " \thttps://exam\nple.com/", True),
-        ("WebFetch(domain:bücher.de)", "https://BÜCHER.de/", True),
-        ("WebFetch(domain:bücher.de)", "https://xn--bcher-kva.de/", True),
-        ("WebFetch(domain:example.com)", "http://[::1", False),  # unparseable URL
-        ("WebFetch(domain:example.com)", "example.com/x", False),  # no host
-        ("WebFetch(example.com)", "https://example.com/", False),  # not a domain rule
-        ("WebFetch", "https://example.com/", True),
+        ("WebFetch", True),
+        ("WebFetch(*)", True),
+        # Claude Code 2.1.332 runs no hook with a `domain:` rule, whatever the URL
+        # (tests/conformance/claude_code: if.webfetch_domain, _exact, _glob, _any, _miss)
+        ("WebFetch(domain:docs.example.com)", False),
+        ("WebFetch(domain:*.example.com)", False),
+        ("WebFetch(domain:*)", False),
+        ("WebFetch(example.com)", False),
     ],
 )
-def test_webfetch_domain_rules(rule: str, url: str, expected: bool) -> None:
-    assert fetch(rule, url) is expected
-
-
-def test_webfetch_legacy_has_no_content_matcher_and_bad_input_is_false() -> None:
-    assert not fetch("WebFetch(domain:example.com)", "https://example.com/", "legacy")
-    assert not fetch("WebFetch(domain:*)", 42)
+@pytest.mark.parametrize("profile", ["current", "legacy"])
+def test_webfetch_rules_are_the_binary_s(rule: str, expected: bool, profile: str) -> None:
+    assert fetch(rule, "https://docs.example.com/a", profile) is expected
+    assert not fetch("WebFetch(domain:*)", 42, profile)
 
 
 # -- `if`: MCP and other tools ---------------------------------------------------------------

@@ -79,6 +79,9 @@ class Scenario:
     prompt: str = "go"
     args: list[str] = field(default_factory=list)
     deviation: str | None = None
+    #: the observations a documented deviation may differ in ("eval", "decision", "ran",
+    #: "told", "user", "files"); a difference anywhere else is a mismatch
+    deviates: tuple[str, ...] = ()
     fast: bool = False
     files: dict[str, str] = field(default_factory=dict)
     wrap: bool = True
@@ -592,8 +595,13 @@ def _events_of(sources: dict[str, Any]) -> list[str]:
 
 
 def wrapped_sources(sc: Scenario, root: Path) -> dict[str, Any]:
-    """One `hookaudit eval --format claude` hook per event, reading the original files."""
-    orig = _paths(root / "orig")
+    """One `hookaudit eval --format claude` hook per event, reading the original files.
+
+    The originals are kept as ``orig/<scope>.json``, outside any ``.claude`` directory: the
+    stand-in is the project's own settings file, so the originals' project is the one
+    Claude Code names in ``CLAUDE_PROJECT_DIR`` (a project rule's ``/path`` is relative to
+    it), as for any settings file given with ``--settings project:FILE``."""
+    orig = {scope: root / "orig" / f"{scope}.json" for scope in SCOPES}
     (root / "orig").mkdir(parents=True, exist_ok=True)
     specs: list[str] = []
     for scope in SCOPES:
@@ -680,6 +688,7 @@ def _run_scenario(sc: Scenario, binary: Path, keep: Path | None) -> Result:
                     f"eval {e['event']}: Claude Code ran {e['claude']}, hookaudit "
                     f"{e['hookaudit']} {e['decision'].get('_error') or ''}".rstrip()
                 )
+        diffs += decision_diffs(orig, evals)
         if sc.wrap:
             w_root = base / "w"
             w_root.mkdir()
@@ -694,7 +703,7 @@ def _run_scenario(sc: Scenario, binary: Path, keep: Path | None) -> Result:
                         f"wrapped {where}: Claude Code {json.dumps(x)[:600]} | "
                         f"with hookaudit {json.dumps(y)[:600]}"
                     )
-        status = "match" if not diffs else ("deviation" if sc.deviation else "mismatch")
+        status = verdict(sc, diffs)
         fixture = {
             "hook_inputs": [g["input"] for g in occurrences(orig)],
             "transcript": _transcript(orig),
@@ -715,6 +724,74 @@ def _run_scenario(sc: Scenario, binary: Path, keep: Path | None) -> Result:
             shutil.rmtree(dest, ignore_errors=True)
             shutil.copytree(base, dest, symlinks=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def field_of(diff: str) -> str:
+    """The observation a difference is in: "eval", "decision", or the wrapped run's "ran",
+    "told", "user" or "files"."""
+    head = diff.split(" ", 2)
+    if head[0] == "wrapped" and len(head) > 1:
+        return re.split(r"[.\[:]", head[1], maxsplit=1)[0]
+    return head[0]
+
+
+def verdict(sc: Scenario, diffs: list[str]) -> str:
+    """match; deviation when every difference is in a field the scenario documents as
+    deviating (a deviation pinned to nothing, or a difference elsewhere, is a mismatch)."""
+    if not diffs:
+        return "match"
+    if sc.deviation and sc.deviates and all(field_of(d) in sc.deviates for d in diffs):
+        return "deviation"
+    return "mismatch"
+
+
+def _tool_results(arm: Arm) -> dict[str, tuple[bool, str]]:
+    """tool_use_id -> (is_error, text) of each tool result the model was given."""
+    out: dict[str, tuple[bool, str]] = {}
+    for r in arm.requests:
+        for m in r.get("body", {}).get("messages") or []:
+            content = m.get("content")
+            if not isinstance(content, list):
+                continue
+            for b in content:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    c = b.get("content")
+                    if isinstance(c, list):
+                        c = "\n".join(x.get("text", "") for x in c if isinstance(x, dict))
+                    out[str(b.get("tool_use_id"))] = (bool(b.get("is_error")), str(c or ""))
+    return out
+
+
+def decision_diffs(orig: Arm, evals: list[dict[str, Any]]) -> list[str]:
+    """hookaudit's PreToolUse decision and reason against what the binary did with the call:
+    blocked when the model got the hook's refusal as the tool's result, and then the reason
+    hookaudit gives must be in that result."""
+    results = _tool_results(orig)
+    out = []
+    for g, e in zip(occurrences(orig), evals, strict=False):
+        inp = g["input"]
+        if not isinstance(inp, dict) or inp.get("hook_event_name") != "PreToolUse":
+            continue
+        got = results.get(str(inp.get("tool_use_id")))
+        if got is None:
+            continue  # the call never came back to the model (the turn stopped)
+        is_error, text = got
+        claude_blocked = is_error and ("hook error" in text or "blocked by" in text.lower())
+        ours = bool(e["decision"].get("blocked"))
+        if ours != claude_blocked:
+            out.append(
+                f"decision PreToolUse {inp.get('tool_name')}: Claude Code "
+                f"{'blocked' if claude_blocked else 'ran'} the call, hookaudit decided "
+                f"{e['decision'].get('decision')!r} ({e['decision'].get('_error') or ''})"
+            )
+        elif ours:
+            reason = str(e["decision"].get("reason") or "").strip()
+            if reason and reason not in text:
+                out.append(
+                    f"decision PreToolUse {inp.get('tool_name')}: reason {reason[:200]!r} is "
+                    f"not what the model was told: {text[:200]!r}"
+                )
+    return out
 
 
 def first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:

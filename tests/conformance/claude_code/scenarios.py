@@ -89,6 +89,13 @@ RACE_DENY = (
     "last (a race: either reason, run to run); hookaudit the first in configuration order"
 )
 
+STRICT_REFUSES = (
+    "strict settings (the default): a file Claude Code would keep with a group that never "
+    "matches, or ignore whole, is refused; `eval` exits 1 naming it and the `--format claude` "
+    "stand-in blocks with that reason (Claude Code runs the file's valid groups, or the "
+    "other files' hooks): stricter, never looser"
+)
+
 ALL: list[Scenario] = []
 
 
@@ -310,6 +317,7 @@ add(
         "b": out(hso(P, permissionDecision="deny", permissionDecisionReason="B")),
     },
     deviation=RACE_DENY,
+    deviates=("told", "decision"),
 )
 add(
     "multi.exit2_and_allow",
@@ -321,6 +329,7 @@ add(
     {P: [G(H("a"), H("b"))]},
     behaviours={"a": err("A blocks"), "b": err("B blocks")},
     deviation=RACE_DENY,
+    deviates=("told", "decision"),
 )
 add(
     "multi.ask_and_allow",
@@ -339,6 +348,7 @@ add(
     },
     deviation="several PreToolUse contexts: Claude Code puts them in one note, a line each, in "
     "the order the hooks finished (a race); hookaudit in configuration order",
+    deviates=("told",),
 )
 add(
     "multi.context_and_deny",
@@ -357,6 +367,7 @@ add(
     },
     deviation="several rewrites: Claude Code keeps whichever hook finishes last; hookaudit "
     "keeps the last in configuration order",
+    deviates=("told", "files"),
 )
 add(
     "multi.two_denies_first_slow",
@@ -399,6 +410,18 @@ for name, m, _hit in [
 ]:
     add(f"matcher.pre.{name}", {P: [G(H("a"), matcher=m)]}, fast=name == "alternation")
 add("matcher.absent", {P: [G(H("a"))]})
+# An invalid regex beside a valid group: Claude Code keeps the file and runs the valid group
+# (its deny blocks). --lenient does the same; strict refuses the file and its stand-in blocks.
+for name, bad in [("bracket", "["), ("paren", "Bash("), ("inline_flag", "(?i)bash")]:
+    for lenient in (True, False):
+        add(
+            f"matcher.bad_regex_beside_valid.{name}" + ("" if lenient else ".strict"),
+            {P: [G(H("a"), matcher=bad), G(H("b"), matcher="Bash")]},
+            behaviours={"b": err("DENIED-BY-B")},
+            lenient=lenient,
+            deviation=None if lenient else STRICT_REFUSES,
+            deviates=() if lenient else ("eval", "told"),
+        )
 add("matcher.two_groups_one_hits", {P: [G(H("a"), matcher="Write"), G(H("b"), matcher="Bash")]})
 
 # ---- `if` rules --------------------------------------------------------------------------------
@@ -437,6 +460,101 @@ add(
     behaviours={"a": err("IF-HIT")},
 )
 add("if.on_stop_never_runs", {"Stop": [G(H("a", **{"if": "Bash(*)"}))]}, [DONE])
+
+# `if` rules on paths: every form of a permission rule's path (gitignore-style: `//abs`,
+# `/project-relative`, `~/home`, a bare name, `*`, `**`, case), for Read and Edit, hit and
+# miss. The file read is <project>/sub/secret.txt, or ~/notes.txt for the `~` forms.
+
+
+def read_at(path: str) -> dict[str, Any]:
+    return {"tools": [{"name": "Read", "input": {"file_path": path}}]}
+
+
+SECRET = "{ROOT}/proj/sub/secret.txt"
+HOME_FILE = "{ROOT}/home/notes.txt"
+for name, rule, target in [
+    ("bare_name", "Read(secret.txt)", SECRET),
+    ("bare_glob", "Read(*.txt)", SECRET),
+    ("dir_bare", "Read(sub/secret.txt)", SECRET),
+    ("slash_project", "Read(/sub/secret.txt)", SECRET),
+    ("slash_project_miss", "Read(/secret.txt)", SECRET),
+    ("slash_abs", "Read(/{ROOT}/proj/sub/secret.txt)", SECRET),
+    ("double_slash_abs", "Read(//{ROOT}/proj/sub/secret.txt)", SECRET),
+    ("double_slash_glob", "Read(//{ROOT}/**)", SECRET),
+    ("double_star", "Read(**/secret.txt)", SECRET),
+    ("double_star_dir", "Read(sub/**)", SECRET),
+    ("single_star_dir", "Read(sub/*)", SECRET),
+    ("star_too_shallow", "Read(*/secret.txt)", SECRET),
+    ("case", "Read(SECRET.TXT)", SECRET),
+    ("dot_slash", "Read(./sub/secret.txt)", SECRET),
+    ("tilde", "Read(~/notes.txt)", HOME_FILE),
+    ("tilde_glob", "Read(~/**)", HOME_FILE),
+    ("tilde_miss", "Read(~/notes.txt)", SECRET),
+    ("edit_rule_on_read", "Edit(secret.txt)", SECRET),
+]:
+    add(
+        f"if.path.{name}",
+        {P: [G(H("a", **{"if": rule}))]},
+        [read_at(target), DONE],
+        behaviours={"a": err("IF-HIT")},
+        files={"sub/secret.txt": "s3cret\n", "../home/notes.txt": "notes\n"},
+    )
+for name, rule in [
+    ("edit_bare", "Edit(secret.txt)"),
+    ("edit_slash", "Edit(/sub/secret.txt)"),
+    ("edit_double_slash", "Edit(//{ROOT}/proj/sub/secret.txt)"),
+    ("edit_glob", "Edit(**/*.txt)"),
+    ("read_rule_on_edit", "Read(secret.txt)"),
+]:
+    add(
+        f"if.path.{name}",
+        {P: [G(H("a", **{"if": rule}))]},
+        [
+            {
+                "tools": [
+                    {
+                        "name": "Edit",
+                        "input": {
+                            "file_path": SECRET,
+                            "old_string": "s3cret",
+                            "new_string": "plain",
+                        },
+                    }
+                ]
+            },
+            DONE,
+        ],
+        behaviours={"a": err("IF-HIT")},
+        files={"sub/secret.txt": "s3cret\n"},
+    )
+
+# WebFetch rules: `domain:` forms beside the bare tool and `*`
+for name, rule in [
+    ("webfetch_tool", "WebFetch"),
+    ("webfetch_star", "WebFetch(*)"),
+    ("webfetch_domain", "WebFetch(domain:example.com)"),
+    ("webfetch_domain_miss", "WebFetch(domain:other.org)"),
+    ("webfetch_domain_glob", "WebFetch(domain:*.example.com)"),
+    ("webfetch_domain_exact", "WebFetch(domain:docs.example.com)"),
+    ("webfetch_domain_any", "WebFetch(domain:*)"),
+]:
+    add(
+        f"if.{name}",
+        {P: [G(H("a", **{"if": rule}), matcher="WebFetch")]},
+        [
+            {
+                "tools": [
+                    {
+                        "name": "WebFetch",
+                        "input": {"url": "https://docs.example.com/a", "prompt": "summarise"},
+                    }
+                ]
+            },
+            DONE,
+        ],
+        behaviours={"a": err("IF-HIT")},
+        args=["--allowedTools", "WebFetch"],
+    )
 add(
     "if.on_post",
     {"PostToolUse": [G(H("a", **{"if": "Bash(echo *)"}))]},
@@ -568,6 +686,7 @@ add(
     deviation="one hook's plain stdout and another's additionalContext: Claude Code gives the "
     "model a 'hook success' note and an 'additional context' note; one command hook prints "
     "one or the other, so hookaudit's stand-in joins both as additional context",
+    deviates=("told",),
 )
 add(
     "ups.system_message",
@@ -654,6 +773,7 @@ add(
     },
     deviation="several blocking Stop hooks: Claude Code gives the model each hook's reason as "
     "its own feedback; hookaudit's decision carries one reason",
+    deviates=("told",),
 )
 
 # ---- StopFailure (API errors) ------------------------------------------------------------------
@@ -725,6 +845,7 @@ add(
     },
     deviation="PermissionRequest allow and deny from two hooks: Claude Code takes the answer "
     "that came first (here the allow); hookaudit lets deny win (fail-safe)",
+    deviates=("told", "user", "files", "decision"),
 )
 add(
     "perm.two_allows",
@@ -858,6 +979,7 @@ add(
     {P: [G(H("a", timeout=3))]},
     behaviours={"a": {"sleep": 9, "exit": 2, "stderr": "late"}},
     deviation=TIMED_OUT,
+    deviates=("user",),
 )
 add(
     "timeout.pre_within",
@@ -1000,6 +1122,7 @@ add(
     {P: [G(HT("h", timeout=2))]},
     http={"h": {"sleep": 6, "body": DENY_BODY}},
     deviation=TIMED_OUT,
+    deviates=("user",),
 )
 add(
     "http.allowed_url",
@@ -1098,6 +1221,7 @@ add(
     deviation="a managed allowedHttpHookUrls is a ceiling in hookaudit: Claude Code unions "
     "every scope's list, so the project's entry lets the hook post to 127.0.0.1 and its deny "
     "blocks; hookaudit refuses the URL (outside the managed list) and the tool runs",
+    deviates=("eval", "told", "user", "files", "decision"),
 )
 
 # ---- Notification, PreCompact and the rest -----------------------------------------------------
@@ -1193,3 +1317,42 @@ add(
 )
 
 FAST = [s for s in ALL if s.fast]
+
+# ---- environment: CLAUDE_PROJECT_DIR after the session moved into a subdirectory -------------
+# The session starts in the project, then `cd sub` (a subdirectory with its own
+# .claude/settings.json): later hook inputs carry cwd=<project>/sub. A hook found at
+# "$CLAUDE_PROJECT_DIR"/ROOTMARK runs only if the variable still names the project.
+ROOTED = {
+    "type": "command",
+    "if": "Bash(echo *)",
+    "command": 'test -f "$CLAUDE_PROJECT_DIR/ROOTMARK" && {HOOK:a}',
+}
+for name, sub_settings in [("subdir_with_settings", "{}"), ("subdir_plain", None)]:
+    files = {"ROOTMARK": "", "sub/keep.txt": "x\n"}
+    if sub_settings is not None:
+        files["sub/.claude/settings.json"] = sub_settings
+    add(
+        f"env.project_dir_{name}",
+        {P: [G(ROOTED, matcher="Bash")]},
+        [bash("cd sub"), bash("echo RAN"), DONE],
+        behaviours={"a": err("DENIED-FROM-PROJECT-DIR")},
+        files=files,
+    )
+
+# ---- output limits: long hook output that reaches the model ---------------------------------
+LONG = "L" * 30_000
+for name, event, turns, answer in [
+    ("ups_context", "UserPromptSubmit", [DONE], hso("UserPromptSubmit", additionalContext=LONG)),
+    ("ups_plain", "UserPromptSubmit", [DONE], LONG),
+    ("session_start_context", "SessionStart", [DONE], hso("SessionStart", additionalContext=LONG)),
+    ("pre_context", P, None, hso(P, additionalContext=LONG)),
+    ("post_context", "PostToolUse", None, hso("PostToolUse", additionalContext=LONG)),
+    ("pre_deny_reason", P, None, hso(P, permissionDecision="deny", permissionDecisionReason=LONG)),
+    ("pre_exit2_stderr", P, None, None),
+]:
+    add(
+        f"limits.{name}",
+        {event: [G(H("a"))]},
+        turns,
+        behaviours={"a": err(LONG) if answer is None else out(answer)},
+    )
