@@ -38,7 +38,12 @@ __all__ = [
     "sanitize",
 ]
 
-STRING_CAP = 10_000
+# A bound on memory, not Claude Code's limit: Claude Code 2.1.332 hands a deny reason of
+# any length to the model whole, and saves an over-long additionalContext (~30 KB seen) to a
+# file, showing the model a 2 KB preview and the path (tests/conformance/claude_code:
+# limits.*). hookaudit passes the text on as the hook gave it, so Claude Code does what it
+# does with it; only past 1 MiB (what the command executor reads of stdout) is it cut.
+STRING_CAP = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +139,7 @@ def first_line_async(stdout: str) -> bool:
 
 
 def cap(text: str) -> tuple[str, bool]:
-    """Spec §3.1.5: a string over STRING_CAP characters becomes a marked preview."""
+    """A string over STRING_CAP characters becomes a marked preview (a bound, see STRING_CAP)."""
     if len(text) <= STRING_CAP:
         return text, False
     marker = f"\n[hookaudit: truncated {len(text)} characters to {STRING_CAP}]"

@@ -18,7 +18,6 @@ import json
 import math
 import sys
 import time
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -38,80 +37,20 @@ def _finite(v: float) -> float:
     return v
 
 
-MAX_RULE_BYTES = 1 << 20  # a Sigma rule file above 1 MiB is refused (rules are ~1 KiB)
-
-
-def _rule_files(rules_dir: Path, refused: list[str]) -> list[Path]:
-    """The *.yml/*.yaml under `rules_dir`, never following a symlink (or a path through
-    one) that leads outside it; such entries are refused, named in `refused`."""
-    root = rules_dir.resolve()
-    out = []
-    for p in sorted(rules_dir.rglob("*")):
-        if p.suffix not in (".yml", ".yaml"):
-            continue
-        try:
-            real = p.resolve(strict=True)
-        except (OSError, RuntimeError) as e:  # a dangling or looping symlink
-            refused.append(f"{p}: cannot resolve: {getattr(e, 'strerror', None) or e}")
-            continue
-        if real != root and root not in real.parents:
-            refused.append(f"{p}: leads outside {rules_dir} (to {real}): not read")
-            continue
-        if real.is_dir():
-            continue
-        out.append(p)
-    return out
-
-
 def _load(rules_dir: Path) -> tuple[Any, list[str]]:
-    """The rule set of every rule that can run, and one line for each file or rule that
-    cannot (named; the others still run)."""
-    from engine.userfiles import read_regular
-    from queries.sigma_correlation import load_rule_set
-    from queries.sigma_correlation_duckdb import correlation_sql
-    from queries.sigma_duckdb import rule_sql
+    """The rules that can run, one line on stderr for each file or rule that cannot."""
+    from queries.sigma import RuleError
+    from queries.sigma_files import load_dir
 
-    refused: list[str] = []
-    files = _rule_files(rules_dir, refused)
-    if not files and not refused:
-        fail(f"{rules_dir}: no Sigma rules (*.yml, *.yaml)")
-    texts = []
-    for f in files:
-        try:
-            texts.append((read_regular(f, MAX_RULE_BYTES).decode("utf-8"), str(f)))
-        except OSError as e:
-            refused.append(f"{f}: {e.strerror or e}")
-        except UnicodeDecodeError as e:
-            refused.append(f"{f}: not UTF-8 (byte {e.start})")
-    rs = load_rule_set(texts, errors=refused)
-    runnable = []
-    for r in rs.rules:  # every rule converts to SQL before anything runs
-        try:
-            rule_sql(r)
-            runnable.append(r)
-        except Exception as e:  # pySigma's own errors and NotImplementedError
-            refused.append(_rule_error(r.path, r.title, e))
-    correlations = []
-    for c in rs.correlations:
-        try:
-            correlation_sql(c, "sigma_events")
-            correlations.append(c)
-        except Exception as e:
-            refused.append(_rule_error(c.path, c.title, e))
+    try:
+        rs, refused = load_dir(rules_dir)
+    except RuleError as e:
+        fail(str(e))
     for line in refused:
         click.echo(f"hookaudit detect: {line}", err=True)
-    if not runnable and not correlations:
+    if not rs.rules and not rs.correlations:
         fail(f"{rules_dir}: no rule that can run ({len(refused)} refused)")
-    return replace(rs, rules=runnable, correlations=correlations), refused
-
-
-def _rule_error(path: str, title: str, e: BaseException) -> str:
-    from queries.sigma import RuleError
-
-    if isinstance(e, RuleError):
-        return str(e)
-    why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-    return f"{path}: {title}: cannot run: {why}"
+    return rs, refused
 
 
 def _row(m: Any) -> dict[str, Any]:

@@ -11,12 +11,9 @@ Rules of this file:
   (pySigma has already applied modifiers and escapes), ``re`` is case-sensitive unless its
   ``i`` flag is set, a field the event lacks matches nothing (so ``not`` of it is true), and
   ``null`` matches a missing or empty field. Keywords (no field) match any field's value.
-- Modifiers beyond pySigma's own rewriting: ``cased`` matches case-sensitively (wildcards
-  still apply); ``exists`` is true when the event has the field (any value, empty included);
-  ``gt``/``gte``/``lt``/``lte`` compare a field whose text is a decimal number (`NUMBER`; any
-  other value, a boolean included, compares false); ``fieldref`` compares two fields' values
-  case-insensitively (with ``startswith``/``endswith``/``contains``: a prefix, suffix or
-  substring), and a missing field compares false.
+- ``cased``: case-sensitive; ``exists``: the field is present (empty counts); ``gt``/``gte``/
+  ``lt``/``lte``: a field whose text is a `NUMBER`, else false; ``fieldref`` (and ``|startswith``
+  etc.): two fields' values, case-insensitively, false when either is missing.
 
 Example:
     >>> rules = load_rules(CURL_SH, "curl.yml")
@@ -307,10 +304,8 @@ _COMPARE = {
 
 
 def _number(have: Any) -> float | None:
-    text = have if isinstance(have, str) else None
-    if isinstance(have, int | float) and not isinstance(have, bool):
-        text = str(have)
-    if text is None or _NUMBER.fullmatch(text) is None:
+    text = str(have) if isinstance(have, int | float) and not isinstance(have, bool) else have
+    if not isinstance(text, str) or _NUMBER.fullmatch(text) is None:
         return None
     return float(text)
 

@@ -101,7 +101,7 @@ def make(i: int, *, replay_id: str | None = None, settings_id: str = "set-1") ->
 
 
 def build(
-    tmp: Path, *, sealed: int = 2, per: int = 5, active: int = 5, key: bytes | None = None
+    tmp: Path, *, sealed: int = 2, per: int = 5, active: int = 5, key: bytes | None = b""
 ) -> list[Outcome]:
     """`sealed` sealed segments of `per` records, then `active` records in the active segment."""
     stored: list[Outcome] = []
@@ -155,7 +155,7 @@ def after_sha(report: VerifyReport) -> tuple[str, str | None]:
 
 
 def test_append_then_verify_ok(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         stored = w.append_batch([make(i) for i in range(10)])
     assert [o.seq for o in stored] == list(range(1, 11))
     assert stored[0].prev_hash == "" and all(o.worker == W for o in stored)
@@ -169,7 +169,7 @@ def test_append_then_verify_ok(tmp_path: Path) -> None:
 
 def test_one_fsynced_write_per_batch_and_appended_from_clock(tmp_path: Path) -> None:
     clock = Clock()
-    with LogWriter.open(tmp_path, W, clock=clock) as w:
+    with LogWriter.open(tmp_path, W, clock=clock, key=b"") as w:
         stored = w.append_batch([make(1), make(2)])
     assert {o.appended for o in stored} == {datetime.fromtimestamp(clock.t, UTC)}
     assert active(tmp_path, 1).read_bytes() == b"".join(encode_json(o) + b"\n" for o in stored)
@@ -203,9 +203,9 @@ def test_recompute_hash_falls_back_for_other_line_shapes() -> None:
 
 
 def test_chain_continues_across_restart(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         a = w.append_batch([make(i) for i in range(3)])
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         assert (w.last_seq, w.head) == (3, a[-1].hash)
         b = w.append_batch([make(i) for i in range(3, 6)])
     assert [o.seq for o in b] == [4, 5, 6] and b[0].prev_hash == a[-1].hash
@@ -215,7 +215,7 @@ def test_chain_continues_across_restart(tmp_path: Path) -> None:
 
 def test_chain_continues_across_restart_after_seal(tmp_path: Path) -> None:
     stored = build(tmp_path, sealed=2, per=3, active=0)
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         assert (w.last_seq, w.head) == (6, stored[-1].hash)
         nxt = w.append_batch([make(99)])
         assert w.active_path == active(tmp_path, 3)
@@ -227,7 +227,7 @@ def test_chain_continues_across_restart_after_seal(tmp_path: Path) -> None:
 
 
 def test_duplicates_skipped_in_batch_across_batches_restart_and_seal(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         stored = w.append_batch([make(1), make(2), make(1)])
         assert [o.event.id for o in stored] == ["ev-000001", "ev-000002"]
         assert w.append_batch([make(2)]) == []
@@ -235,11 +235,11 @@ def test_duplicates_skipped_in_batch_across_batches_restart_and_seal(tmp_path: P
         assert again.duplicate and again.outcome == make(2)
         assert not w.append(make(2, replay_id="replay-1")).duplicate  # another key
         assert not w.append(make(2, settings_id="set-2")).duplicate
-    with LogWriter.open(tmp_path, W) as w:  # across a restart (keys from the active segment)
+    with LogWriter.open(tmp_path, W, key=b"") as w:  # across a restart (keys from the active segment)
         assert w.append_batch([make(1), make(2)]) == []
         assert w.contains(make(1)) and not w.contains(make(3))
         w.seal()
-    with LogWriter.open(tmp_path, W) as w:  # after sealing (keys from the sealed index)
+    with LogWriter.open(tmp_path, W, key=b"") as w:  # after sealing (keys from the sealed index)
         assert w.append_batch([make(1), make(2, replay_id="replay-1")]) == []
         assert [o.seq for o in w.append_batch([make(3)])] == [5]
         found = w.lookup(idempotency_key("ev-000002", "set-1", None))
@@ -258,12 +258,12 @@ def test_keys_index_missing_or_planted_is_rebuilt(tmp_path: Path) -> None:
     build(tmp_path, sealed=1, per=3, active=0)
     keys = log(tmp_path) / "sealed" / W / "00000001.keys"
     keys.unlink()
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         assert w.append_batch([make(0)]) == []
     assert keys.exists()
     # a planted index (claiming a key that is not in the log) is not trusted
     keys.write_bytes(keys.read_bytes() + key_digest(make(42)))
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         assert [o.event.id for o in w.append_batch([make(42)])] == ["ev-000042"]
 
 
@@ -283,7 +283,7 @@ def test_planted_keys_index_not_trusted_without_a_valid_hmac(tmp_path: Path) -> 
 
 
 def test_rollover_by_size_seals_old_segments(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, W, max_bytes=2500) as w:
+    with LogWriter.open(tmp_path, W, max_bytes=2500, key=b"") as w:
         stored = [o for i in range(12) for o in w.append_batch([make(i)])]
     segs = segments(tmp_path)
     assert [s.kind for s in segs[:-1]] == ["sealed"] * (len(segs) - 1) and len(segs) >= 4
@@ -296,7 +296,7 @@ def test_rollover_by_size_seals_old_segments(tmp_path: Path) -> None:
 
 def test_rollover_by_age_with_injected_clock(tmp_path: Path) -> None:
     clock = Clock()
-    with LogWriter.open(tmp_path, W, max_age_s=60, clock=clock) as w:
+    with LogWriter.open(tmp_path, W, max_age_s=60, clock=clock, key=b"") as w:
         w.append_batch([make(1)])
         clock.t += 30
         w.append_batch([make(2)])
@@ -315,10 +315,10 @@ def test_rollover_by_age_with_injected_clock(tmp_path: Path) -> None:
 
 def test_age_survives_restart(tmp_path: Path) -> None:
     clock = Clock()
-    with LogWriter.open(tmp_path, W, max_age_s=60, clock=clock) as w:
+    with LogWriter.open(tmp_path, W, max_age_s=60, clock=clock, key=b"") as w:
         w.append_batch([make(1)])
     clock.t += 120
-    with LogWriter.open(tmp_path, W, max_age_s=60, clock=clock) as w:
+    with LogWriter.open(tmp_path, W, max_age_s=60, clock=clock, key=b"") as w:
         w.append_batch([make(2)])
     assert [(s.seq, s.kind) for s in segments(tmp_path)] == [(1, "sealed"), (2, "active")]
 
@@ -349,12 +349,12 @@ def test_leftover_tmp_is_ignored_and_removed(tmp_path: Path) -> None:
         "active/w1/00000002.jsonl",
     ]
     assert verify(tmp_path).ok
-    LogWriter.open(tmp_path, W).close()
+    LogWriter.open(tmp_path, W, key=b"").close()
     assert not tmp.exists()
 
 
 def test_crash_between_parquet_and_manifest_line_is_completed(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         w.append_batch([make(i) for i in range(3)])
         source = active(tmp_path, 1).read_bytes()
         w.seal()
@@ -363,13 +363,13 @@ def test_crash_between_parquet_and_manifest_line_is_completed(tmp_path: Path) ->
     manifest(tmp_path).write_bytes(b"")
     assert first(verify(tmp_path))[0] == "manifest"
     assert len(list(iter_outcomes(tmp_path))) == 3  # the sealed copy is read, once
-    LogWriter.open(tmp_path, W).close()
+    LogWriter.open(tmp_path, W, key=b"").close()
     assert not active(tmp_path, 1).exists() and len(read_manifest(tmp_path, W)) == 1
     assert verify(tmp_path).ok
 
 
 def test_crash_before_removing_the_active_source(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         w.append_batch([make(i) for i in range(3)])
         source = active(tmp_path, 1).read_bytes()
         w.seal()
@@ -377,7 +377,7 @@ def test_crash_before_removing_the_active_source(tmp_path: Path) -> None:
     assert [s.kind for s in segments(tmp_path)] == ["sealed"]
     report = verify(tmp_path)
     assert report.ok and any("left over" in n for n in report.notes)
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         assert w.append_batch([make(9)])[0].seq == 4
     assert not active(tmp_path, 1).exists() and verify(tmp_path).ok
 
@@ -392,12 +392,12 @@ def test_a_parquet_found_alone_is_not_signed(tmp_path: Path) -> None:
 
 
 def test_older_unsealed_active_segments_are_sealed_at_open(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         stored = w.append_batch([make(i) for i in range(3)])
     lines = active(tmp_path, 1).read_bytes().splitlines(keepends=True)
     active(tmp_path, 1).write_bytes(b"".join(lines[:2]))
     active(tmp_path, 2).write_bytes(lines[2])
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         assert (w.last_seq, w.head, w.active_path) == (3, stored[-1].hash, active(tmp_path, 2))
         w.append_batch([make(3)])
     assert [(s.seq, s.kind) for s in segments(tmp_path)] == [(1, "sealed"), (2, "active")]
@@ -408,7 +408,7 @@ def test_a_failed_seal_does_not_stop_appends(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = Clock()
-    with LogWriter.open(tmp_path, W, max_bytes=1, clock=clock) as w:
+    with LogWriter.open(tmp_path, W, max_bytes=1, clock=clock, key=b"") as w:
         trap = log(tmp_path) / "sealed" / W / "00000001.parquet.tmp"
         trap.mkdir()  # the seal's temp file cannot be created
         assert len(w.append_batch([make(1)])) == 1
@@ -429,13 +429,13 @@ def test_torn_manifest_line_is_set_aside(tmp_path: Path) -> None:
     with open(manifest(tmp_path), "ab") as f:
         f.write(b'{"worker":"w1","seq":2,"fir')
     assert first(verify(tmp_path))[0] == "truncated"
-    LogWriter.open(tmp_path, W).close()
+    LogWriter.open(tmp_path, W, key=b"").close()
     assert len(list(manifest(tmp_path).parent.glob("w1.jsonl.torn-*"))) == 1
     assert verify(tmp_path).ok
 
 
 def test_torn_last_line_is_set_aside_and_chain_continues(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         w.append_batch([make(i) for i in range(3)])
     full = active(tmp_path, 1).read_bytes()
     torn = encode_json(make(3))[:57]
@@ -448,7 +448,7 @@ def test_torn_last_line_is_set_aside_and_chain_continues(tmp_path: Path) -> None
         and msg.startswith("active/w1/00000001.jsonl:4: torn last line")
     )
     assert len(list(iter_outcomes(tmp_path))) == 3  # readers skip a partial line
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         assert w.append_batch([make(3)])[0].seq == 4
     (aside,) = active(tmp_path, 1).parent.glob("00000001.jsonl.torn-*")
     assert aside.read_bytes() == torn
@@ -458,19 +458,19 @@ def test_torn_last_line_is_set_aside_and_chain_continues(tmp_path: Path) -> None
 
 
 def test_lock_refuses_a_second_writer(tmp_path: Path) -> None:
-    w = LogWriter.open(tmp_path, W)
+    w = LogWriter.open(tmp_path, W, key=b"")
     with pytest.raises(
         Unavailable, match=r"\.lock: the log of worker 'w1' is already open .*pid \d+"
     ):
-        LogWriter.open(tmp_path, W)
-    LogWriter.open(tmp_path, "w2").close()  # another worker chain is fine
+        LogWriter.open(tmp_path, W, key=b"")
+    LogWriter.open(tmp_path, "w2", key=b"").close()  # another worker chain is fine
     w.close()
-    LogWriter.open(tmp_path, W).close()
+    LogWriter.open(tmp_path, W, key=b"").close()
 
 
 def test_bad_worker_name(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"worker name '\.\./x'"):
-        LogWriter.open(tmp_path, "../x")
+        LogWriter.open(tmp_path, "../x", key=b"")
 
 
 # ---------------------------------------------------------------- reading
@@ -496,7 +496,7 @@ def test_corrupt_line_reported_with_file_and_line(tmp_path: Path, junk: bytes) -
 
 
 def test_iter_raw_lines_of_an_active_segment_sealed_meanwhile(tmp_path: Path) -> None:
-    with LogWriter.open(tmp_path, W) as w:
+    with LogWriter.open(tmp_path, W, key=b"") as w:
         stored = w.append_batch([make(1), make(2)])
         (seg,) = segments(tmp_path)
         w.seal()
@@ -647,7 +647,7 @@ def test_hmac_signed_log_verifies_with_the_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HOOKAUDIT_LOG_KEY", KEY.decode())
-    build(tmp_path)  # key from the environment
+    build(tmp_path, key=None)  # key from the environment
     for m in read_manifest(tmp_path, W):
         assert m.entry is not None and m.entry.hmac == manifest_hmac(m.entry, KEY)
     report = verify(tmp_path)
@@ -805,7 +805,7 @@ def test_crash_after_the_runs_file_before_the_parquet(tmp_path: Path) -> None:
     orphan.write_bytes(runs_file(tmp_path, 1).read_bytes())
     (orphan.parent / (orphan.name + ".tmp")).write_bytes(b"half")
     assert verify(tmp_path).ok  # a runs file is only checked beside its sealed segment
-    LogWriter.open(tmp_path, W).close()
+    LogWriter.open(tmp_path, W, key=b"").close()
     assert not orphan.exists() and not (orphan.parent / (orphan.name + ".tmp")).exists()
     assert runs_file(tmp_path, 1).exists() and verify(tmp_path).ok
 
@@ -824,3 +824,29 @@ def test_crash_before_the_manifest_line_rewrites_the_runs_file(tmp_path: Path) -
     data = runs_file(tmp_path, 1).read_bytes()
     assert m.entry.runs_sha256 == hashlib.sha256(data).hexdigest()
     assert verify(tmp_path, key=KEY).ok
+
+
+def test_a_fresh_log_is_keyed_with_no_step_to_forget(tmp_path: Path) -> None:
+    """With no key given and none in the environment, the writer of a log with no record
+    makes <data-dir>/log/key (0600) and signs with it; verify finds it; a second writer
+    (another worker) uses the same key; a log that already had unkeyed records gets none."""
+    import os
+    import stat
+
+    stored = build(tmp_path, key=None)
+    key_file = tmp_path / "log" / "key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = key_file.read_bytes().strip()
+    assert len(key) == 64 and os.environ.get("HOOKAUDIT_LOG_KEY") is None
+    for m in read_manifest(tmp_path, W):
+        assert m.entry is not None and m.entry.hmac == manifest_hmac(m.entry, key)
+    report = verify(tmp_path)
+    assert report.ok and report.hmac_checked and report.records == len(stored)
+    with LogWriter.open(tmp_path, "w2") as w:
+        w.append_batch([make(99)])
+    assert key_file.read_bytes().strip() == key and verify(tmp_path).ok
+    old = tmp_path / "old"
+    build(old)  # written unkeyed (key=b"")
+    with LogWriter.open(old, W) as w:  # reopened with defaults: still unkeyed
+        w.append_batch([make(100)])
+    assert not (old / "log" / "key").exists() and verify(old).ok

@@ -323,9 +323,12 @@ def test_ten_megabytes_of_stdout() -> None:
     assert len(ctx) <= STRING_CAP and v.specific["capped"] == ["additionalContext"]
     big_json = dec(out("PreToolUse", additionalContext="y" * (10 * 1024 * 1024)))
     assert len(big_json.additional_context[0]) == STRING_CAP
-    reason = dec({"decision": "block", "reason": "r" * 20_000})
-    assert reason.message is not None and len(reason.message) == STRING_CAP
-    assert "truncated 20000 characters" in reason.message
+    # Claude Code gives the model a 30,000-character reason whole (limits.pre_deny_reason)
+    reason = dec({"decision": "block", "reason": "r" * 30_000})
+    assert reason.message == "r" * 30_000 and "capped" not in reason.specific
+    huge = dec({"decision": "block", "reason": "r" * (STRING_CAP + 5)})
+    assert huge.message is not None and len(huge.message) == STRING_CAP
+    assert f"truncated {STRING_CAP + 5} characters" in huge.message
     assert time.perf_counter() - start < 10
 
 

@@ -336,6 +336,9 @@ def _norm(text: str, root: Path) -> str:
     text = text.replace(str(root), "$ROOT")
     text = text.replace(re.sub(r"[^A-Za-z0-9]", "-", str(root / "proj")), "$MROOT")
     text = _UUID.sub("$UUID", text)
+    # Claude Code names a saved over-long hook output after a hash of the hook (its command:
+    # the stand-in's, in the wrapped run), e.g. hook-<id>-PreToolUse-<32 hex>-additionalContext
+    text = re.sub(r"-[0-9a-f]{32}-([A-Za-z]+\.txt)\b", r"-$HOOKHASH-\1", text)
     text = re.sub(r"python3 \S*hook\.py \$ROOT ", "hook:", text)
     text = re.sub(r"\b\d+(\.\d+)?m?s\b", "$DUR", text)
     # A hook's message names the hook's command; in the wrapped run that is hookaudit's.
@@ -525,6 +528,7 @@ def eval_side(sc: Scenario, arm: Arm, sources: dict[str, Any]) -> list[dict[str,
         if not isinstance(g["input"], dict):
             continue
         env = dict(_env(arm.root, 9, sc.env), CONFORM_LOG=str(arm.root / "eval-hooks.jsonl"))
+        env["CLAUDE_PROJECT_DIR"] = str(arm.root / "proj")  # as Claude Code sets it for hooks
         cmd = [*HOOKAUDIT, "eval", "--format", "json", *_specs(written)]
         if sc.lenient:
             cmd.append("--lenient")

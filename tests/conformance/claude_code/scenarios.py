@@ -420,7 +420,7 @@ for name, bad in [("bracket", "["), ("paren", "Bash("), ("inline_flag", "(?i)bas
             behaviours={"b": err("DENIED-BY-B")},
             lenient=lenient,
             deviation=None if lenient else STRICT_REFUSES,
-            deviates=() if lenient else ("eval", "told"),
+            deviates=() if lenient else ("eval", "decision", "ran", "told"),
         )
 add("matcher.two_groups_one_hits", {P: [G(H("a"), matcher="Write"), G(H("b"), matcher="Bash")]})
 
@@ -1355,4 +1355,31 @@ for name, event, turns, answer in [
         {event: [G(H("a"))]},
         turns,
         behaviours={"a": err(LONG) if answer is None else out(answer)},
+    )
+
+# ---- the malformed settings again, strict (hookaudit's default) ------------------------------
+# Claude Code ignores the broken file (or the unknown event) and runs the rest; strict
+# hookaudit refuses it, and its `--format claude` stand-in blocks with the reason. Each twin
+# pins the observations that deviates: stricter, never looser.
+STRICT_FIELDS: dict[str, tuple[str, ...]] = {
+    "bad.not_json": ("told", "user", "decision"),
+    "bad.not_json_user_good_project": ("eval", "ran", "told", "user", "decision"),
+    "bad.entry_missing_command": ("told", "user", "decision"),
+    "bad.entry_unknown_type": ("told", "user", "decision"),
+    "bad.group_not_object": ("told", "user", "decision"),
+    "bad.event_not_list": ("eval", "ran", "told", "user", "decision"),
+    "bad.unknown_event": ("eval", "ran", "told", "user", "decision"),
+    "bad.timeout_string": ("told", "user", "decision"),
+    "bad.hooks_not_object": ("eval", "ran", "told", "user", "decision"),
+    "bad.matcher_number": ("told", "user", "decision"),
+}
+for sc in [s for s in ALL if s.name in STRICT_FIELDS]:
+    add(
+        sc.name + ".strict",
+        sources=sc.sources,
+        turns=sc.turns,
+        behaviours=sc.behaviours,
+        lenient=False,
+        deviation=STRICT_REFUSES,
+        deviates=STRICT_FIELDS[sc.name],
     )
