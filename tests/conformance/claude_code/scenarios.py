@@ -1361,18 +1361,23 @@ for name, event, turns, answer in [
 # Claude Code ignores the broken file (or the unknown event) and runs the rest; strict
 # hookaudit refuses it, and its `--format claude` stand-in blocks with the reason. Each twin
 # pins the observations that deviates: stricter, never looser.
-STRICT_FIELDS: dict[str, tuple[str, ...]] = {
-    "bad.not_json": ("told", "user", "decision"),
-    "bad.not_json_user_good_project": ("eval", "ran", "told", "user", "decision"),
-    "bad.entry_missing_command": ("told", "user", "decision"),
-    "bad.entry_unknown_type": ("told", "user", "decision"),
-    "bad.group_not_object": ("told", "user", "decision"),
-    "bad.event_not_list": ("eval", "ran", "told", "user", "decision"),
-    "bad.unknown_event": ("eval", "ran", "told", "user", "decision"),
-    "bad.timeout_string": ("told", "user", "decision"),
-    "bad.hooks_not_object": ("eval", "ran", "told", "user", "decision"),
-    "bad.matcher_number": ("told", "user", "decision"),
+STRICT_FIELDS: dict[str, tuple[str, ...]] = {  # as measured against 2.1.332
+    "bad.not_json": ("told",),
+    "bad.not_json_user_good_project": ("eval", "ran", "told"),
+    "bad.entry_missing_command": ("told",),
+    "bad.entry_unknown_type": ("ran",),
+    "bad.group_not_object": ("told",),
+    "bad.event_not_list": ("told",),
+    "bad.unknown_event": ("eval", "ran", "told"),
+    "bad.timeout_string": ("told",),
+    "bad.hooks_not_object": ("eval", "ran", "told"),
+    "bad.matcher_number": ("told",),
 }
+UNKNOWN_TYPE_KEPT = (
+    "an unknown hook type (strict, the default): hookaudit keeps the file, runs its other "
+    "hooks and records the unknown type as a hook error (the enforcing posture denies on "
+    "it); Claude Code ignores the whole file. Stricter: a deny among the other hooks blocks"
+)
 for sc in [s for s in ALL if s.name in STRICT_FIELDS]:
     add(
         sc.name + ".strict",
@@ -1380,6 +1385,6 @@ for sc in [s for s in ALL if s.name in STRICT_FIELDS]:
         turns=sc.turns,
         behaviours=sc.behaviours,
         lenient=False,
-        deviation=STRICT_REFUSES,
+        deviation=UNKNOWN_TYPE_KEPT if sc.name == "bad.entry_unknown_type" else STRICT_REFUSES,
         deviates=STRICT_FIELDS[sc.name],
     )
