@@ -174,15 +174,17 @@ def process_age() -> float:
     return min(max(age, 0.0), 3600.0)
 
 
-def encode_request(a: Args, body: bytes) -> bytes:
-    """One request: the options as ``key=value`` lines, then the raw input.
+def encode_request(a: Args, body: bytes, age: float = 0.0) -> bytes:
+    """One request: the options as ``key=value`` lines, then the raw input. `age`: how
+    long this process has run (its start-up), so the relay's deadline counts it too.
 
     Example:
         >>> encode_request(Args(), b"{}")[:8]
-        b'HAE1\\x00\\x00\\x00;'
+        b'HAE1\\x00\\x00\\x001'
     """
     head = (
         f"wait={int(a.wait)}\nfail={a.fail}\ntimeout={a.timeout!r}\nsource={a.source}\n"
+        + (f"age={age!r}\n" if age else "")
     ).encode("utf-8", "surrogateescape")
     return REQUEST_MAGIC + len(head).to_bytes(4, "big") + head + len(body).to_bytes(4, "big") + body
 
@@ -284,14 +286,13 @@ def _check_peer(s: _socket.socket, path: str) -> None:
 def _ask(path: str, a: Args, body: bytes) -> tuple[int, str, bytes, bytes]:
     # With --wait the relay answers within --timeout (its own budget); a relay silent past
     # that plus a little is a failure, answered per --fail before Claude Code's hook timeout.
-    if a.wait:  # the budget left since this process started, not since this line
-        a.timeout = max(0.0, a.timeout - process_age())
-    bound = a.timeout + WAIT_SLACK if a.wait else SLACK
+    age = process_age() if a.wait else 0.0  # the answer is due `timeout` after our start
+    bound = max(0.0, a.timeout - age) + WAIT_SLACK if a.wait else SLACK
     s = _connect(path, bound)
     try:
         _check_peer(s, path)
         try:
-            s.sendall(encode_request(a, body))
+            s.sendall(encode_request(a, body, age))
             s.shutdown(_socket.SHUT_WR)
             chunks: list[bytes] = []
             got = b""

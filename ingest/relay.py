@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -216,6 +217,7 @@ class Relay:
             wait=req.wait,
             timeout=req.timeout,
             fail="closed" if req.fail == "closed" else "open",
+            started=time.monotonic() - req.age,  # the client's start-up is on the clock
         )
 
     async def handle(self, req: Request, *, user: str) -> Result:

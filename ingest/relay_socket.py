@@ -59,6 +59,12 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     timeout: float
     source: str
     body: bytes
+    #: seconds the client process had already run when it asked (its start-up): the answer
+    #: is due `timeout` after the client started, as Claude Code's hook timeout counts
+    age: float = 0.0
+
+
+_FIELDS = frozenset({"wait", "fail", "timeout", "source", "age"})
 
 
 def decode_request(head: bytes, body: bytes) -> Request:
@@ -74,19 +80,23 @@ def decode_request(head: bytes, body: bytes) -> Request:
         if not eq or key in fields:
             raise ValueError(f"bad request line {line[:40]!r}")
         fields[key] = value
-    if set(fields) != {"wait", "fail", "timeout", "source"}:
+    if not {"wait", "fail", "timeout", "source"} <= set(fields) <= _FIELDS:
         raise ValueError(f"request fields {sorted(fields)}")
     if fields["wait"] not in ("0", "1") or fields["fail"] not in _FAIL:
         raise ValueError("bad wait or fail")
     timeout = float(fields["timeout"])
     if not 0 <= timeout < 86400:
         raise ValueError(f"timeout {timeout!r} out of range")
+    age = float(fields.get("age", "0"))
+    if not 0 <= age <= timeout + 1:
+        age = 0.0  # a client's clock out of range counts from now
     return Request(
         wait=fields["wait"] == "1",
         fail=fields["fail"],
         timeout=timeout,
         source=fields["source"][:256],
         body=body,
+        age=age,
     )
 
 

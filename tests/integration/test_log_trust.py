@@ -205,7 +205,7 @@ def test_log_files_are_private_under_umask_022(tmp_path: Path) -> None:
 
 def test_verify_without_a_log_fails(tmp_path: Path) -> None:
     missing = one_line_error(cli("verify", "--data-dir", str(tmp_path / "typo")))
-    assert "no such data directory" in missing
+    assert "no such data dir" in missing
     assert not (tmp_path / "typo").exists()
     assert "no log here" in one_line_error(cli("verify", "--data-dir", str(tmp_path)))
 
@@ -221,7 +221,9 @@ def test_a_bit_flipped_in_a_sealed_file_is_named_in_one_line(tmp_path: Path) -> 
     seg.path.write_bytes(bytes(body))
     bad = cli("verify", "--data-dir", str(data))
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
-    [first] = bad.stderr.splitlines()  # what the flipped bytes decode to is folded into it
+    # what the flipped bytes decode to is folded into it; notes (anchors) follow it
+    first, *notes = bad.stderr.splitlines()
+    assert all(n.startswith("note: ") for n in notes), bad.stderr
     assert first.startswith("FAILED: sealed/w1/00000001.parquet: ")
     assert "file sha256 does not match" in first
     listed = json.loads(cli("verify", "--data-dir", str(data), "--format", "json").stdout)
@@ -281,7 +283,7 @@ def test_seal_refuses_an_unknown_worker_and_a_missing_data_dir(tmp_path: Path) -
     assert not (data / "log" / "active" / "nosuch").exists()
     assert not (data / "log" / "manifest" / "nosuch.jsonl").exists()
     gone = tmp_path / "nothing"
-    assert "no such data directory" in one_line_error(
+    assert "no such data dir" in one_line_error(
         cli("log", "seal", "--data-dir", str(gone), "--worker", "w1")
     )
     assert not gone.exists()
