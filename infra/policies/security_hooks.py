@@ -252,7 +252,7 @@ def bash_guard(event: dict[str, Any]) -> dict[str, Any] | None:
         return _deny("agents may not touch ~/.ssh")
     target = _rm_outside(command, cwd)
     if target is not None:
-        return _deny(f"recursive rm outside the project ({target}) is not allowed")
+        return _deny(f"rm -rf outside the project ({target}) is not allowed")
     return None
 
 

@@ -131,6 +131,8 @@ class Forwarder:
         return self.proc.returncode, err.decode()
 
     def status(self, *args: str) -> dict[str, Any]:
+        if not self.data_dir.is_dir():  # the sink makes it as it starts: nothing to report yet
+            return {"sinks": []}
         p = subprocess.run(
             [
                 sys.executable,
