@@ -408,7 +408,15 @@ for name, m, _hit in [
     ("partial", "Bas", False),
     ("mcp_pattern", "mcp__.*", False),
 ]:
-    add(f"matcher.pre.{name}", {P: [G(H("a"), matcher=m)]}, fast=name == "alternation")
+    add(
+        f"matcher.pre.{name}",
+        {P: [G(H("a"), matcher=m)]},
+        fast=name == "alternation",
+        # strict refuses the file for the bad regex, and its stand-in blocks the call
+        deviation=STRICT_REFUSES if name == "bad_regex" else None,
+        deviates=("told",) if name == "bad_regex" else (),
+    )
+add("matcher.pre.bad_regex.lenient", {P: [G(H("a"), matcher="(")]}, lenient=True)
 add("matcher.absent", {P: [G(H("a"))]})
 # An invalid regex beside a valid group: Claude Code keeps the file and runs the valid group
 # (its deny blocks). --lenient does the same; strict refuses the file and its stand-in blocks.
@@ -773,7 +781,7 @@ add(
     },
     deviation="several blocking Stop hooks: Claude Code gives the model each hook's reason as "
     "its own feedback; hookaudit's decision carries one reason",
-    deviates=("told",),
+    deviates=("told", "user"),
 )
 
 # ---- StopFailure (API errors) ------------------------------------------------------------------
@@ -1221,7 +1229,7 @@ add(
     deviation="a managed allowedHttpHookUrls is a ceiling in hookaudit: Claude Code unions "
     "every scope's list, so the project's entry lets the hook post to 127.0.0.1 and its deny "
     "blocks; hookaudit refuses the URL (outside the managed list) and the tool runs",
-    deviates=("eval", "told", "user", "files", "decision"),
+    deviates=("eval", "decision", "ran", "told", "user", "files"),
 )
 
 # ---- Notification, PreCompact and the rest -----------------------------------------------------
