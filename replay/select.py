@@ -137,7 +137,9 @@ class Selection:
 
 
 class BaseRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """The decision fields of a stored Outcome (what a diff reads); its runs are kept
+    """The decision fields of a stored Outcome (what a diff reads); its runs are kept as
+    raw JSON, decoded only for the rows a report shows (a test keeps every field equal to
+    Outcome's: tests/unit/test_record_copies.py).
 
     Untracked by the garbage collector (``gc=False``): one is made per event, and it
     can never be part of a reference cycle (it holds values and decoded JSON only).
