@@ -49,11 +49,21 @@ def strict_option(f: F) -> F:
 def lint_cmd(settings: tuple[str, ...], fmt: str) -> None:
     """Find settings entries that would silently remove a gate; exit 1 if any.
 
-    Reports, one line each with the file and JSON path: unknown keys (a top-level
-    "hook", a "comand" field), unknown events and hook types, `if` rules that can
-    never match (unbalanced, not a tool name, on an event that is not a tool event),
-    invalid matcher regexes, malformed entries Claude Code would skip, empty groups,
-    and python hooks whose file, module or function does not exist.
+    Reports, one line each with the file, the JSON path and the kind in brackets:
+
+    \b
+      unknown-key          a misspelt key ("hook", "comand"): ignored
+      unknown-event        an event name Claude Code does not have
+      unknown-type         a hook type that does not exist: never runs
+      bad-if               an `if` rule that never matches (unbalanced, not a tool)
+      if-never-runs        `if` on a non-tool event, or WebFetch(domain:...)
+      invalid              what strict loading refuses or Claude Code would skip
+      empty                a group with no hooks
+      python-missing       a python hook's file, module or function is missing
+      fails-open-on-start  `hookaudit emit --fail closed` not ending in `|| exit 2`
+      timeout-fails-open   the hook's timeout is under emit's --timeout plus 2 s
+      json                 the file is not JSON
+      unreadable           missing, not UTF-8, or over 16 MiB
 
     \b
     Example:
