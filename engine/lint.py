@@ -373,9 +373,18 @@ def _why_unreadable(p: Path, probe: Probe) -> str:
 
 def lint_specs(specs: list[str] | tuple[str, ...], *, probe: Probe = FILESYSTEM) -> list[Finding]:
     """`lint_path` of each ``[SCOPE:]PATH`` settings argument, in order."""
+    from engine.errors import SettingsError
     from engine.sources import parse_scoped
 
-    return [f for spec in specs for f in lint_path(parse_scoped(spec)[1], probe=probe)]
+    out: list[Finding] = []
+    for spec in specs:
+        try:
+            path = parse_scoped(spec)[1]
+        except SettingsError as exc:  # a mistyped scope (`projct:`)
+            out.append(Finding(file=spec, path="", kind="invalid", message=exc.why))
+            continue
+        out += lint_path(path, probe=probe)
+    return out
 
 
 def refusal(command: str, findings: list[Finding]) -> list[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,10 +201,24 @@ def parse_scoped(spec: str) -> tuple[str, str]:
     ('user', '/h/.claude/settings.json')
     >>> parse_scoped("policy.json")
     ('project', 'policy.json')
+
+    A word before the colon that is not a scope is a typo, not part of a file name
+    (`projct:x.json` raises SettingsError naming ``project``).
     """
     head, sep, tail = spec.partition(":")
     if sep and head in SCOPES:
         return head, tail
+    if sep and re.fullmatch(r"[A-Za-z]{2,}", head):  # `projct:x.json`: a mistyped scope
+        import difflib
+
+        near = difflib.get_close_matches(head.lower(), SCOPES, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise SettingsError(
+            spec,
+            "",
+            f"unknown scope {head!r}{hint}: one of {', '.join(SCOPES)} "
+            f"(a file whose name has a colon: project:{spec})",
+        )
     return "project", spec
 
 

@@ -433,3 +433,20 @@ def test_eval_async_hooks_pending_then_waited_for(tmp_path: Path) -> None:
         run("eval", "--settings", f"project:{s}", "--wait-async", stdin=event).stdout
     )
     assert [r["additional_context"] for r in waited["async_results"]] == [["T"]]
+
+
+@pytest.mark.parametrize("command", [("eval",), ("lint",), ("worker", "--data-dir", "{d}")])
+def test_a_mistyped_scope_is_an_error_not_a_file_name(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """`projct:x.json` named a file `projct:x.json` in the project scope: 'cannot read' at
+    best. It is a mistyped scope, said in one line with the scope meant."""
+    (tmp_path / "d").mkdir()
+    args = [a.replace("{d}", str(tmp_path / "d")) for a in command]
+    spec = f"projct:{POLICY}"
+    p = run(*args, spec if command == ("lint",) else "--settings", *([] if command == ("lint",) else [spec]),
+            stdin=bash("ls", str(tmp_path)))  # fmt: skip
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    text = p.stdout + p.stderr
+    assert "unknown scope 'projct' (did you mean 'project'?)" in text, text
+    assert "Traceback" not in text and "internal error" not in text
