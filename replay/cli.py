@@ -235,6 +235,9 @@ def replay_cmd(
       hookaudit replay --settings project:new.json --fail-on new-deny --format json
       hookaudit replay --settings project:new.json --distribute --nats nats://nats:4222
     """
+    if fmt == "html" and output is None and sys.stdout.isatty():
+        # a page of HTML on a terminal helps nobody: name the file (a pipe still gets it)
+        raise click.UsageError("--format html writes a page: give --output FILE.html")
     from engine.sources import parse_scoped
     from hookaudit.options import default_data_dir
     from replay import render

@@ -144,3 +144,22 @@ def test_html_report_renders_in_chromium(tmp_path: Path) -> None:
     table = re.search(r'<table id="changes-table">.*?</table>', dom, re.S)
     assert table and table.group(0).count("<tr") == len(report["changes"]) + 1
     assert "npm: &lt;confirm&gt; &amp; go" in dom or report["transitions"].get("none->ask") is None
+
+
+def test_html_is_not_dumped_on_a_terminal(tmp_path: Path) -> None:
+    """`--format html` without --output on a terminal (a real pseudo-terminal, through
+    `script`) is a usage error naming --output, before anything is read; the other tests
+    here write the page to a pipe and to a file."""
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    assert shutil.which("script"), "util-linux's script missing: install.sh installs util-linux"
+    (tmp_path / "d" / "log").mkdir(parents=True)
+    cmd = [sys.executable, "-m", "hookaudit", "replay", "--data-dir", str(tmp_path / "d"),
+           "--settings", "project:infra/policies/strict.json", "--format", "html"]  # fmt: skip
+    tty = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], capture_output=True,
+                         text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    assert tty.returncode == 2, tty.stdout
+    assert "give --output FILE.html" in tty.stdout and "<html" not in tty.stdout.lower()
