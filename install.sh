@@ -12,6 +12,7 @@
 #   python3-venv  `python3 -m venv` (Debian's python3 has no ensurepip without it)
 #   chromium     the test suite renders the replay HTML report headless and checks it
 #   bubblewrap   `bwrap`: replay's sandbox (read-only host, private /tmp, /run, homes, data dir)
+#   bsdutils     `script`: a test runs replay on a real pseudo-terminal
 #   util-linux   `unshare`: the SSRF tests use a network namespace;
 #                `setpriv`: the private data dir test runs a neighbour as another uid
 #   rsyslog      the SIEM tests deliver syslog over TCP/TLS to a real rsyslog on loopback
@@ -40,10 +41,10 @@ for arg in "$@"; do
 done
 
 PY=${PYTHON:-python3}
-DEBIAN_PACKAGES=(python3-venv chromium bubblewrap util-linux rsyslog rsyslog-gnutls rsyslog-relp openssl nodejs npm docker-compose systemd
+DEBIAN_PACKAGES=(python3-venv chromium bubblewrap bsdutils util-linux rsyslog rsyslog-gnutls rsyslog-relp openssl nodejs npm docker-compose systemd
                  podman runc netavark aardvark-dns iptables debootstrap)
 # The command each package provides, to tell whether it is already there.
-declare -A PROVIDES=([python3-venv]=py:ensurepip [chromium]=chromium [bubblewrap]=bwrap [util-linux]="unshare setpriv" [rsyslog]=rsyslogd
+declare -A PROVIDES=([python3-venv]=py:ensurepip [chromium]=chromium [bubblewrap]=bwrap [bsdutils]=script [util-linux]="unshare setpriv" [rsyslog]=rsyslogd
                      [openssl]=openssl [nodejs]=node [npm]=npm
                      [docker-compose]=docker-compose [systemd]=systemd-analyze
                      [rsyslog-gnutls]=/usr/lib/*/rsyslog/lmnsd_gtls.so
