@@ -297,5 +297,3 @@ def _segments_match(globs: list[str], names: list[str]) -> bool:
             g, mark = star + 1, mark + 1
             n = mark
     return all(glob == "**" for glob in globs[g:])
-
-

@@ -235,7 +235,9 @@ def test_duplicates_skipped_in_batch_across_batches_restart_and_seal(tmp_path: P
         assert again.duplicate and again.outcome == make(2)
         assert not w.append(make(2, replay_id="replay-1")).duplicate  # another key
         assert not w.append(make(2, settings_id="set-2")).duplicate
-    with LogWriter.open(tmp_path, W, key=b"") as w:  # across a restart (keys from the active segment)
+    with LogWriter.open(
+        tmp_path, W, key=b""
+    ) as w:  # across a restart (keys from the active segment)
         assert w.append_batch([make(1), make(2)]) == []
         assert w.contains(make(1)) and not w.contains(make(3))
         w.seal()
