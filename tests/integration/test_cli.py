@@ -450,3 +450,14 @@ def test_a_mistyped_scope_is_an_error_not_a_file_name(
     text = p.stdout + p.stderr
     assert "unknown scope 'projct' (did you mean 'project'?)" in text, text
     assert "Traceback" not in text and "internal error" not in text
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("querry", "query"), ("replya", "replay"), ("veify", "verify")]
+)
+def test_a_mistyped_command_names_the_one_meant(typed: str, meant: str) -> None:
+    p = run(typed)
+    assert p.returncode == 2
+    assert p.stderr.strip() == (
+        f"hookaudit: No such command {typed!r}: did you mean {meant!r}? (see `hookaudit --help`)"
+    )
