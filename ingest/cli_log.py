@@ -46,9 +46,7 @@ def verify_cmd(data_dir: Path | None, fmt: str, anchors: bool | None, **kw: Any)
     """
     from ingest.log import has_log, verify
 
-    d = data_dir or default_data_dir()
-    if not d.is_dir():
-        fail(f"{d}: no such data directory (nothing to verify)")
+    d = data_dir or default_data_dir()  # it exists: data_dir_option checked
     if not has_log(d):
         fail(f"{d}: no log here ({d / 'log'} holds no worker chain): nothing to verify")
     report = verify(d)
@@ -181,9 +179,7 @@ def log_seal(data_dir: Path | None, worker_name: str) -> None:
     from ingest.log import LogWriter, writer_pid
     from ingest.log.layout import workers
 
-    d = data_dir or default_data_dir()
-    if not d.is_dir():
-        fail(f"{d}: no such data directory")
+    d = data_dir or default_data_dir()  # it exists: data_dir_option checked
     try:
         known = workers(d / "log")
         if worker_name not in known:

@@ -14,10 +14,7 @@ __all__ = ["prune_cmd", "ship_cmd"]
 
 
 def _data_dir(data_dir: Path | None) -> Path:
-    d = data_dir or default_data_dir()
-    if not d.is_dir():
-        fail(f"{d}: no such data directory")
-    return d
+    return data_dir or default_data_dir()  # it exists: data_dir_option checked
 
 
 @click.command("ship")

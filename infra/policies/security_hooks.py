@@ -112,6 +112,17 @@ def _unwrap(argv: list[str]) -> tuple[list[str], bool]:
     return argv, from_stdin
 
 
+def _script_index(argv: list[str]) -> int | None:
+    """Where the script of `sh -c SCRIPT` (`bash -lc`, `sh -e -c`) is in `argv`, or None."""
+    if posixpath.basename(argv[0]) not in _SHELLS:
+        return None
+    return next(
+        (i + 1 for i, w in enumerate(argv[1:], 1)
+         if w.startswith("-") and not w.startswith("--") and "c" in w[1:]),
+        None,
+    )  # fmt: skip
+
+
 def _recursive(argv: list[str]) -> bool:
     words = argv[1:]
     opts = words[: words.index("--")] if "--" in words else words
@@ -175,11 +186,7 @@ def _rm_outside(command: str, cwd: str, depth: int = 0) -> str | None:
                 else posixpath.normpath(posixpath.join(here or "/", posixpath.expanduser(to)))
             )
             continue
-        script_at = next(  # sh -c SCRIPT, bash -lc SCRIPT, sh -e -c SCRIPT
-            (i + 1 for i, w in enumerate(argv[1:], 1)
-             if w.startswith("-") and not w.startswith("--") and "c" in w[1:]),
-            None,
-        ) if name in _SHELLS else None  # fmt: skip
+        script_at = _script_index(argv)
         if script_at is not None:
             if script_at < len(argv):
                 found = _rm_outside(argv[script_at], cwd, depth + 1)
@@ -214,14 +221,12 @@ def _programs(command: str, depth: int = 0) -> set[str] | None:
             continue
         name = posixpath.basename(argv[0])
         found.add(name)
-        if name in _SHELLS:
-            at = next((i + 1 for i, w in enumerate(argv[1:], 1)
-                       if w.startswith("-") and not w.startswith("--") and "c" in w[1:]), None)  # fmt: skip
-            if at is not None and at < len(argv):
-                inner = _programs(argv[at], depth + 1)
-                if inner is None:
-                    return None
-                found |= inner
+        at = _script_index(argv)
+        if at is not None and at < len(argv):
+            inner = _programs(argv[at], depth + 1)
+            if inner is None:
+                return None
+            found |= inner
     return found
 
 

@@ -31,7 +31,7 @@ import msgspec
 
 from ingest.log.files import make_dirs
 from ingest.log.layout import Segment, segments
-from ingest.log.manifest import read_manifest
+from ingest.log.manifest import ListedDigests
 
 __all__ = ["changed_sealed"]
 
@@ -62,16 +62,13 @@ def changed_sealed(
         cache = _dec.decode(cache_path.read_bytes())
     except (OSError, msgspec.DecodeError, RecursionError):
         cache = {}
-    listed: dict[str, dict[int, str]] = {}
+    listed = ListedDigests(root)
     out: list[str] = []
     fresh: dict[str, str] = {}
     for seg in segs if segs is not None else segments(root):
         if seg.kind != "sealed" or seg.remote is not None:
             continue
-        if seg.worker not in listed:
-            lines = read_manifest(root, seg.worker)
-            listed[seg.worker] = {m.entry.seq: m.entry.sha256 for m in lines if m.entry}
-        want = listed[seg.worker].get(seg.seq)
+        want = listed.sha256(seg.worker, seg.seq)
         if want is None:
             continue
         try:

@@ -32,6 +32,7 @@ from ingest.log.files import open_append
 from ingest.log.layout import check_worker, manifest_path, root, segments
 
 __all__ = [
+    "ListedDigests",
     "ManifestEntry",
     "ManifestLine",
     "append_manifest",
@@ -130,6 +131,21 @@ def manifest_hmac(entry: ManifestEntry, key: bytes) -> str:
     return hmac.new(key, canon, hashlib.sha256).hexdigest()
 
 
+class ListedDigests:
+    """The sha256 each manifest lists for its sealed segments, read once per worker."""
+
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        self.data_dir = data_dir
+        self._by_worker: dict[str, dict[int, str]] = {}
+
+    def sha256(self, worker: str, seq: int) -> str | None:
+        """The digest listed for segment `seq` of `worker`, or None (no readable entry)."""
+        if worker not in self._by_worker:
+            lines = read_manifest(self.data_dir, worker)
+            self._by_worker[worker] = {m.entry.seq: m.entry.sha256 for m in lines if m.entry}
+        return self._by_worker[worker].get(seq)
+
+
 def sealed_mismatches(data_dir: str | os.PathLike[str], read: Mapping[str, str]) -> list[str]:
     """The sealed segments among `read` (`Segment.name` -> sha256 of the bytes a reader read)
     whose bytes are not those their manifest entry lists, each as one line saying which.
@@ -142,16 +158,13 @@ def sealed_mismatches(data_dir: str | os.PathLike[str], read: Mapping[str, str])
         >>> sealed_mismatches(data_dir, {"sealed/w1/00000001.parquet": "0" * 64})[0]
         'sealed/w1/00000001.parquet: its sha256 differs from manifest/w1.jsonl (...)'
     """
-    listed: dict[str, dict[int, str]] = {}
+    listed = ListedDigests(data_dir)
     out: list[str] = []
     for seg in segments(data_dir):
         sha = read.get(seg.name)
         if sha is None or seg.kind != "sealed":
             continue
-        if seg.worker not in listed:
-            lines = read_manifest(data_dir, seg.worker)
-            listed[seg.worker] = {m.entry.seq: m.entry.sha256 for m in lines if m.entry}
-        want = listed[seg.worker].get(seg.seq)
+        want = listed.sha256(seg.worker, seg.seq)
         if want is not None and want != sha:
             out.append(
                 f"{seg.name}: its sha256 differs from manifest/{seg.worker}.jsonl"
