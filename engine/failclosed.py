@@ -2,7 +2,7 @@
 
 Rules of this file:
 - Stdlib only (`hookaudit emit` imports it on every tool call, before anything else; the
-  fast emit, `ingest/fastemit.py`, imports it when its relay fails).
+  fast emit, `ingest/emit/fast.py`, imports it when its relay fails).
 - One wording: `closed_reason` (blocked) and `open_reason` (proceeding) are the only
   places the fail modes' text is written.
 - A hook that fails closed and cannot reach a decision (bad input, an internal error,

@@ -216,16 +216,16 @@ def _lint_hook(
 
 
 # A command hook meant to fail closed: `hookaudit emit … --fail closed` (or the relay's
-# `fastemit.py` form). Two ways Claude Code lets the call run anyway: a hook that exits
+# `ingest/emit/fast.py` form). Two ways Claude Code lets the call run anyway: a hook that exits
 # other than 2 (hookaudit not on Claude Code's PATH: 127), and a hook Claude Code stops at
 # its timeout before emit's own --timeout answered.
-_EMIT = re.compile(r"(?:^|[\s/;&|(])(?:hookaudit\s+emit|fastemit\.py)(?=\s|$)")
+_EMIT = re.compile(r"(?:^|[\s/;&|(])(?:hookaudit\s+emit|ingest/emit/fast\.py)(?=\s|$)")
 _FAIL_CLOSED = re.compile(r"--fail(?:\s+|=)closed(?=[\s;|&)]|$)")
 _EXIT_2_LAST = re.compile(r"\|\|\s*(?:exit\s+2|\{[^{}]*\bexit\s+2\s*;?\s*\})\s*$")
 _EMIT_TIMEOUT = re.compile(r"--timeout(?:\s+|=)(\d+(?:\.\d+)?)(?=[\s;|&)]|$)")
 EMIT_WAIT_DEFAULT = 10.0  # `hookaudit emit --timeout`'s default (a test keeps them equal)
 # emit's --timeout counts from its process's start (its interpreter's start-up included,
-# ingest.fastemit.process_age); this is the slack for writing the answer and exiting, and for
+# ingest.emit.fast.process_age); this is the slack for writing the answer and exiting, and for
 # the shell Claude Code starts it through
 START_MARGIN = 2.0
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from ingest.cli_emit import _target_options, existing_target
+from hookaudit.emit_cmd import _target_options, existing_target
 
 __all__ = ["backfill_cmd"]
 
@@ -88,7 +88,7 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
 
 
 async def _publish(target: Any, events: list[Any]) -> tuple[int, int, int]:
-    from ingest.emit_publish import Publisher, connect, quiet_nats_logs
+    from ingest.emit.publish import Publisher, connect, quiet_nats_logs
 
     quiet_nats_logs()
     nc = await connect(target)

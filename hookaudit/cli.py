@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Run everything once: embedded NATS, worker, sample sessions, a query, a replay.",
     ),
     "emit": (
-        "ingest.cli_emit:emit",
+        "hookaudit.emit_cmd:emit",
         "Publish the hook event on stdin to NATS (a Claude Code command hook).",
     ),
     "eval": (
@@ -33,36 +33,36 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Run the engine once on one event and print the decision.",
     ),
     "nats": (
-        "ingest.cli:nats_group",
+        "hookaudit.stream_cmd:nats_group",
         "NATS: up, down, status of the embedded server; keys, creds, provision for any.",
     ),
     "worker": (
-        "ingest.cli:worker_cmd",
+        "hookaudit.stream_cmd:worker_cmd",
         "Consume events, evaluate, append to the log, ack, answer.",
     ),
     "query": (
-        "queries.cli:query_cmd",
+        "hookaudit.query_cmd:query_cmd",
         "Run a named security query over the whole history (DuckDB).",
     ),
-    "sql": ("queries.cli:sql_cmd", "Run read-only SQL over the history's views (DuckDB)."),
+    "sql": ("hookaudit.query_cmd:sql_cmd", "Run read-only SQL over the history's views (DuckDB)."),
     "replay": (
-        "replay.cli:replay_cmd",
+        "hookaudit.replay_cmd:replay_cmd",
         "Re-evaluate history with other settings and report what would change.",
     ),
     "replay-join": (
-        "replay.cli_join:replay_join_cmd",
+        "hookaudit.replay_join_cmd:replay_join_cmd",
         "Be one job of a distributed replay (segments from a JetStream work queue).",
     ),
     "serve": (
-        "ingest.cli_serve:serve_cmd",
+        "hookaudit.serve_cmd:serve_cmd",
         "HTTP gateway for Claude Code http hooks: POST the hook input, get the decision.",
     ),
     "relay": (
-        "ingest.cli_relay:relay_cmd",
+        "hookaudit.relay_cmd:relay_cmd",
         "Relay `hookaudit emit` to NATS over a local unix socket (a fast emit).",
     ),
     "spool": (
-        "ingest.cli_emit:spool",
+        "hookaudit.emit_cmd:spool",
         "Events spooled on disk while NATS was unreachable, and refused input: flush, status, rejects.",
     ),
     "backfill": (
@@ -70,20 +70,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Publish the tool calls of Claude Code transcripts as hook events (gaps in the log).",
     ),
     "detect": (
-        "queries.cli_detect:detect_cmd",
+        "hookaudit.detect_cmd:detect_cmd",
         "Run Sigma rules (product claude_code) over the history.",
     ),
     "siem": (
-        "ingest.siem.cli:siem_group",
+        "hookaudit.siem_cmd:siem_group",
         "Stream outcomes to a SIEM (OCSF, CEF, ECS; syslog, HEC, Elastic, HTTPS, file).",
     ),
-    "verify": ("ingest.cli_log:verify_cmd", "Check the log's hash chains and manifests."),
+    "verify": ("hookaudit.log_cmd:verify_cmd", "Check the log's hash chains and manifests."),
     "lint": (
         "hookaudit.lint_cmd:lint_cmd",
         "Find settings entries that would silently remove a gate (typos, dead `if` rules).",
     ),
     "log": (
-        "ingest.cli_log:log_group",
+        "hookaudit.log_cmd:log_group",
         "The append-only log: seal, ship to object storage, prune shipped copies.",
     ),
 }

@@ -3,7 +3,7 @@
 Rules of this file:
 - Stdlib only, and nothing at module level but `sys`: an agent runs `hookaudit emit` on
   every tool call, and the generated console script imports this module first. `emit`
-  goes to `ingest.fastemit` (a relay on a unix socket, else today's emit); every other
+  goes to `ingest.emit.fast` (a relay on a unix socket, else today's emit); every other
   command, and `emit --help`, to the click group of `hookaudit.cli`.
 
 Example:
@@ -20,7 +20,7 @@ __all__ = ["main"]
 def main() -> None:
     """Dispatch `hookaudit ARGS`."""
     if sys.argv[1:2] == ["emit"]:
-        from ingest.fastemit import main as fast
+        from ingest.emit.fast import main as fast
 
         fast(sys.argv[2:])
         return

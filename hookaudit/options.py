@@ -24,13 +24,16 @@ from typing import Any, TypeVar
 import click
 
 from ingest.log.layout import default_data_dir
+from ingest.nats.options import ENV
 
 __all__ = [
     "data_dir_option",
     "default_data_dir",
     "fail",
     "missing_data_dir",
+    "nats_options",
     "new_data_dir_option",
+    "output_options",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -103,3 +106,90 @@ def fail(message: str) -> None:
     """Print ``hookaudit: message`` on stderr and exit 1."""
     click.echo(f"hookaudit: {message}", err=True)
     sys.exit(1)
+
+
+def nats_options(f: F) -> F:
+    """--nats, --creds, --nkey, --user, --password, --tls-ca/-cert/-key, --prefix (hidden).
+
+    Example:
+        >>> @nats_options
+        ... def cmd(**kw): ...
+    """
+
+    def path_opt(flag: str, dest: str, what: str) -> Callable[[Any], Any]:
+        return click.option(
+            flag,
+            dest,
+            envvar=ENV[dest],
+            default=None,
+            metavar="FILE",
+            help=f"{what} (env {ENV[dest]}).",
+        )
+
+    opts: list[Callable[[Any], Any]] = [
+        click.option(
+            "--nats",
+            "nats_url",
+            envvar=ENV["nats_url"],
+            default=None,
+            metavar="URL[,URL…]",
+            help="NATS server(s), comma-separated (env HOOKAUDIT_NATS_URL). Default: the "
+            "embedded server of --data-dir, with this command's role key.",
+        ),
+        path_opt("--creds", "creds", "NATS credentials file (JWT + seed)"),
+        path_opt("--nkey", "nkey_seed", "NATS nkey seed file"),
+        click.option(
+            "--user", envvar=ENV["user"], default=None, help="NATS user (env HOOKAUDIT_NATS_USER)."
+        ),
+        click.option(
+            "--password",
+            envvar=ENV["password"],
+            default=None,
+            help="NATS password (prefer env HOOKAUDIT_NATS_PASSWORD: argv is visible to ps).",
+        ),
+        path_opt("--tls-ca", "tls_ca", "CA bundle to verify the NATS server's certificate"),
+        path_opt("--tls-cert", "tls_cert", "client certificate for NATS mutual TLS"),
+        path_opt("--tls-key", "tls_key", "key of --tls-cert"),
+        click.option(
+            "--prefix",
+            default="",
+            hidden=True,
+            help="Stream/subject prefix (tests run side by side with it).",
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def output_options(f: F) -> F:
+    """--format table|json|jsonl|csv|parquet, --output FILE and --max-rows (shared)."""
+    from queries.output import FORMATS
+
+    opts = [
+        click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(FORMATS),
+            default="table",
+            show_default=True,
+            help="table for people; json (a list of row objects), jsonl, csv, parquet for machines.",
+        ),
+        click.option(
+            "--output",
+            "-o",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write to this file instead of stdout (required for parquet).",
+        ),
+        click.option(
+            "--max-rows",
+            type=click.IntRange(0),
+            default=1000,
+            show_default=True,
+            help="Rows shown by --format table (the other formats write every row).",
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f

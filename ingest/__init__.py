@@ -1,7 +1,7 @@
 """The stream: emit and serve put hook events on NATS, the worker decides and appends to the log (`ingest.log`).
 
 The public surface is `__all__`; each name is loaded from its module on first use (PEP
-562), so importing one module of the package (`hookaudit emit` imports `ingest.emit` on every tool call) loads nothing else.
+562), so importing one module of the package (`hookaudit emit` imports `ingest.emit.emitter` on every tool call) loads nothing else.
 
 Example:
     >>> import ingest
@@ -15,11 +15,11 @@ from __future__ import annotations
 # tool call through its stdlib-only fast path (tests/unit/test_fastemit.py checks it).
 TYPE_CHECKING = False  # mypy takes it as True
 if TYPE_CHECKING:
-    from ingest.emit import EmitOptions
-    from ingest.nats import ConnectOptions, Names, connect, names, provision
-    from ingest.natsopts import NatsArgs, connect_options
-    from ingest.serve import HttpServer, ServeOptions
-    from ingest.worker import Worker
+    from ingest.emit.emitter import EmitOptions
+    from ingest.nats.options import NatsArgs, connect_options
+    from ingest.nats.streams import ConnectOptions, Names, connect, names, provision
+    from ingest.serve.server import HttpServer, ServeOptions
+    from ingest.worker.loop import Worker
 
 __all__ = [
     "ConnectOptions",
@@ -36,17 +36,17 @@ __all__ = [
 ]
 
 _WHERE = {
-    "ConnectOptions": "ingest.nats",
-    "EmitOptions": "ingest.emit",
-    "HttpServer": "ingest.serve",
-    "Names": "ingest.nats",
-    "NatsArgs": "ingest.natsopts",
-    "ServeOptions": "ingest.serve",
-    "Worker": "ingest.worker",
-    "connect": "ingest.nats",
-    "connect_options": "ingest.natsopts",
-    "names": "ingest.nats",
-    "provision": "ingest.nats",
+    "ConnectOptions": "ingest.nats.streams",
+    "EmitOptions": "ingest.emit.emitter",
+    "HttpServer": "ingest.serve.server",
+    "Names": "ingest.nats.streams",
+    "NatsArgs": "ingest.nats.options",
+    "ServeOptions": "ingest.serve.server",
+    "Worker": "ingest.worker.loop",
+    "connect": "ingest.nats.streams",
+    "connect_options": "ingest.nats.options",
+    "names": "ingest.nats.streams",
+    "provision": "ingest.nats.streams",
 }
 
 

@@ -24,14 +24,14 @@ from typing import Any
 import msgspec
 
 from engine.records import encode_msgpack, new_event
-from ingest.embedded import embedded_status, start_embedded, stop_embedded
 from ingest.log import iter_outcomes, verify
-from ingest.nats import event_subject, names, provision
-from ingest.natsopts import NatsArgs, connect_options
+from ingest.nats.embedded import embedded_status, start_embedded, stop_embedded
+from ingest.nats.options import NatsArgs, connect_options
+from ingest.nats.streams import event_subject, names, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
 from ingest.replysig import Signer, ensure_reply_key
 from ingest.samples import sessions
-from ingest.worker import Worker
+from ingest.worker.loop import Worker
 
 __all__ = ["DemoResult", "default_policy", "live_reason", "run_demo"]
 

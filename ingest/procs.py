@@ -1,6 +1,6 @@
 """Child and foreign processes: is a PID alive (and what is it), reap it, stop it.
 
-Used by `ingest.embedded` to never signal a reused PID and never leave a zombie.
+Used by `ingest.nats.embedded` to never signal a reused PID and never leave a zombie.
 
 Example:
     >>> cmdline(os.getpid()) is not None

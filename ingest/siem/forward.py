@@ -41,11 +41,11 @@ import msgspec
 
 from engine.errors import Unavailable
 from ingest.gc_threshold import Collector
-from ingest.nats import ConnectOptions, Names
-from ingest.pull import Puller, ack_many
+from ingest.nats.pull import Puller, ack_many
+from ingest.nats.streams import ConnectOptions, Names
+from ingest.redact import Redactor
 from ingest.siem.formats import Formatted, format_view
 from ingest.siem.held import Item, parked_message, parked_record, stream_seq
-from ingest.siem.redact import Redactor
 from ingest.siem.sink import Sink, SinkDown, printable
 from ingest.siem.state import (
     Counters,

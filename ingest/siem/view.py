@@ -28,8 +28,8 @@ from typing import Any
 import msgspec
 
 from engine.records import HookRun, Outcome
+from ingest.redact import Redactor
 from ingest.siem.kinds import Kind, tool_kind
-from ingest.siem.redact import Redactor
 
 __all__ = ["View", "build_view", "view_of_msgpack"]
 

@@ -33,9 +33,9 @@ import bench_pipeline
 from nats.aio.msg import Msg
 
 from engine.records import Outcome, encode_msgpack, new_event
-from ingest import embedded
-from ingest.natsauth import new_seed
-from ingest.natsopts import NatsArgs, connect_options
+from ingest.nats import embedded
+from ingest.nats.auth import new_seed
+from ingest.nats.options import NatsArgs, connect_options
 from ingest.protocol import Reply
 from ingest.replysig import Signer, Verifier
 

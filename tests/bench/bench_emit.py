@@ -4,7 +4,7 @@
 every action of the agent. Measured here, interleaved in one run:
 
 - cold start (observe mode): the console script `hookaudit emit` through `hookaudit relay`
-  (the fast path), ``python -I -S ingest/fastemit.py`` (the leanest form,
+  (the fast path), ``python -I -S ingest/emit/fast.py`` (the leanest form,
   `hookaudit relay --print-command`), and the same with ``HOOKAUDIT_RELAY=off`` (emit doing everything
   itself, as before the relay), against ``python -c pass`` (the same interpreter, site
   included: the issue's ``python3 -c pass``), ``python -I -S -c pass`` and
@@ -36,13 +36,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ingest import embedded
-from ingest import nats as ha_nats
-from ingest.natsopts import NatsArgs, connect_options
+from ingest.nats import embedded
+from ingest.nats import streams as ha_nats
+from ingest.nats.options import NatsArgs, connect_options
 
 REPO = Path(__file__).resolve().parents[2]
 #: The leanest hook command (`hookaudit relay --print-command`): python -I -S on this file.
-FAST = str(REPO / "ingest" / "fastemit.py")
+FAST = str(REPO / "ingest" / "emit" / "fast.py")
 HOOKS = """
 def guard(event):
     if "DENY" in str((event.get("tool_input") or {}).get("command", "")):

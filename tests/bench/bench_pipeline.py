@@ -4,7 +4,7 @@ Both sides consume the same N pre-published events from the same stream on the s
 embedded nats-server, in the same run:
 - raw: a nats-py pull consumer that fetches batches and acks each message (the
   baseline the issue names); also shown, the same loop pulling with hookaudit's own
-  `ingest.pull.Puller`, which the worker uses instead of nats-py's `fetch`;
+  `ingest.nats.pull.Puller`, which the worker uses instead of nats-py's `fetch`;
 - hookaudit: the Worker (matcher-only settings: 20 groups, none matching the events'
   tools), which decodes, evaluates, appends to the fsynced log, publishes each outcome
   (PubAck awaited), then acks.
@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 from engine.records import encode_msgpack, new_event
-from ingest.embedded import start_embedded, stop_embedded
-from ingest.nats import ConnectOptions, event_subject, names, provision
-from ingest.natsopts import NatsArgs, connect_options
+from ingest.nats.embedded import start_embedded, stop_embedded
+from ingest.nats.options import NatsArgs, connect_options
+from ingest.nats.streams import ConnectOptions, event_subject, names, provision
 from ingest.protocol import MSG_ID
-from ingest.worker import Worker
+from ingest.worker.loop import Worker
 
 MATCHERS = ["Bash", "Edit|Write", "Read", "WebFetch", "mcp__github__.*", "NotebookEdit", "Agent"]
 
@@ -109,7 +109,7 @@ async def raw_rate(co: ConnectOptions, prefix: str, count: int) -> float:
 
 async def raw_puller_rate(co: ConnectOptions, prefix: str, count: int) -> float:
     """The same raw loop, but pulling with hookaudit's Puller (what the worker uses)."""
-    from ingest.pull import Puller, ack_many
+    from ingest.nats.pull import Puller, ack_many
 
     nc = await co.connect()
     js = nc.jetstream()

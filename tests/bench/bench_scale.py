@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from engine.records import encode_msgpack, new_event  # noqa: E402
-from ingest.nats import ConnectOptions, event_subject, names, provision  # noqa: E402
+from ingest.nats.streams import ConnectOptions, event_subject, names, provision  # noqa: E402
 from ingest.protocol import MSG_ID  # noqa: E402
 
 TARGET = 0.85
@@ -58,7 +58,7 @@ def _co(url: str, ca: str | None) -> ConnectOptions:
 
 
 async def child_pull_ack(url: str, ca: str | None, prefix: str) -> None:
-    from ingest.pull import Puller, ack_many
+    from ingest.nats.pull import Puller, ack_many
 
     nc = await _co(url, ca).connect()
     nm = names(prefix)
@@ -74,7 +74,7 @@ async def child_pull_ack(url: str, ca: str | None, prefix: str) -> None:
 
 
 async def child_publish(url: str, ca: str | None, prefix: str, src: str) -> None:
-    from ingest.puback import AckWaiter
+    from ingest.nats.puback import AckWaiter
 
     nc = await _co(url, ca).connect()
     acks = AckWaiter(nc)
@@ -312,7 +312,7 @@ async def run_topology(nodes: int, count: int, counts: list[int]) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         d = Path(tmp)
         if nodes == 1:
-            from ingest.embedded import start_embedded, stop_embedded
+            from ingest.nats.embedded import start_embedded, stop_embedded
 
             server = start_embedded(d / "nats", auth=False)
             SERVER_PIDS[:] = [server.pid]

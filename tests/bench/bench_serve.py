@@ -8,7 +8,7 @@ process as in production (agent, serve, worker/responder, nats-server):
 - ``http_healthz``: the HTTP floor. GET /healthz on serve (no NATS involved).
 - ``serve_responder``: POST /hooks -> serve -> JetStream -> the responder process, which
   answers at once -> serve -> 200 with the decision JSON.
-- ``serve_worker_python``: the same with the real worker (`ingest/worker.py`) evaluating a
+- ``serve_worker_python``: the same with the real worker (`ingest/worker/loop.py`) evaluating a
   python-only policy and appending each outcome to its log (fsync per batch) before it
   answers. One request in ten is denied by the policy; the others get no decision.
 
@@ -50,8 +50,8 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from engine.records import HookEvent, Outcome, decode_event_msgpack, encode_msgpack, new_event
-from ingest.embedded import start_embedded, stop_embedded
-from ingest.nats import connect, names
+from ingest.nats.embedded import start_embedded, stop_embedded
+from ingest.nats.streams import connect, names
 from ingest.protocol import PEER_HEADER, REPLY_HEADER, Reply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -251,7 +251,7 @@ def start_serve(
 ) -> tuple[subprocess.Popen[bytes], str]:
     argv = [
         "-m",
-        "ingest.cli_serve",
+        "hookaudit.serve_cmd",
         "--data-dir",
         str(data_dir),
         "--nats",
@@ -298,7 +298,7 @@ class Rig:
                 tmp / "nats" if auth else tmp / "noverify",
             )
             self.procs.append(serve)
-            if with_worker and (REPO / "ingest" / "worker.py").exists():
+            if with_worker and (REPO / "ingest" / "worker" / "loop.py").exists():
                 self.urls["serve_worker_python"] = self._worker(prefix2, serve_dir)
         except BaseException:
             self.close()
@@ -316,7 +316,7 @@ class Rig:
         settings.write_text(json.dumps(rules))
         argv = [
             "-c",
-            "from ingest.cli import worker_cmd; worker_cmd()",
+            "from hookaudit.stream_cmd import worker_cmd; worker_cmd()",
             *("--data-dir", str(tmp / "auth"), "--nats", self.authed.url),
             *("--prefix", prefix, "--settings", f"project:{settings}"),
         ]
@@ -448,7 +448,7 @@ def main() -> None:
                 "requests": args.requests,
                 "auth": not args.no_auth,
                 "warmup": WARMUP,
-                "http_parser": "h11 (ingest/http1.py)",
+                "http_parser": "h11 (ingest/serve/http1.py)",
                 "python": platform.python_version(),
                 "machine": f"{platform.machine()}, {os.cpu_count()} cpu",
                 "load_average": [round(x, 2) for x in os.getloadavg()],

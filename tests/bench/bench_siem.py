@@ -40,14 +40,14 @@ import httpx
 import msgspec
 
 from engine.records import encode_msgpack
-from ingest import embedded
-from ingest import nats as ha_nats
-from ingest.nats import ConnectOptions
-from ingest.pull import Puller, ack_many
+from ingest.nats import embedded
+from ingest.nats import streams as ha_nats
+from ingest.nats.pull import Puller, ack_many
+from ingest.nats.streams import ConnectOptions
+from ingest.redact import Redactor
 from ingest.siem.formats import Formatted, format_view
 from ingest.siem.forward import Forwarder
 from ingest.siem.http import ElasticSink, hec_event
-from ingest.siem.redact import Redactor
 from ingest.siem.syslog import frame, rfc5424
 from ingest.siem.targets import TlsFiles, parse_target
 from ingest.siem.view import build_view

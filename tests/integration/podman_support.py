@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.embedded import find_nats_server
+from ingest.nats.embedded import find_nats_server
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -154,9 +154,9 @@ async def keyed_server(root: Path, *emitters: str) -> tuple[subprocess.Popen[byt
     import asyncio
     import socket
 
-    from ingest import embedded
-    from ingest import nats as ha_nats
-    from ingest.nats import ConnectOptions
+    from ingest.nats import embedded
+    from ingest.nats import streams as ha_nats
+    from ingest.nats.streams import ConnectOptions
 
     keys = root / "keys"
     per_host = [a for name in emitters for a in ("--emitter", name)]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.records import HookIdentity, HookRun, Outcome, encode_msgpack, new_event
-from ingest import nats as ha_nats
+from ingest.nats import streams as ha_nats
 
 
 def free_port() -> int:

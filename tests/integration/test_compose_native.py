@@ -59,8 +59,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ingest.embedded import find_nats_server
 from ingest.log import iter_outcomes
+from ingest.nats.embedded import find_nats_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -40,13 +40,13 @@ from engine.records import (
     encode_msgpack,
     new_event,
 )
-from ingest.cli_emit import emit as emit_cmd
-from ingest.cli_emit import spool as spool_cmd
-from ingest.emit_answer import fail_result
-from ingest.emit_input import validate
-from ingest.nats import Names, provision
+from hookaudit.emit_cmd import emit as emit_cmd
+from hookaudit.emit_cmd import spool as spool_cmd
+from ingest.emit.answer import fail_result
+from ingest.emit.stdin import validate
+from ingest.nats.streams import Names, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
-from ingest.spool import Spool
+from ingest.spool.store import Spool
 
 if TYPE_CHECKING:
     from tests.conftest import NatsServer
@@ -67,7 +67,7 @@ def _registered() -> bool:
 def _argv(command: str, *args: str) -> list[str]:
     if _registered():
         return [sys.executable, "-m", "hookaudit", command, *args]
-    return [sys.executable, "-c", f"from ingest.cli_emit import {command}; {command}()", *args]
+    return [sys.executable, "-c", f"from hookaudit.emit_cmd import {command}; {command}()", *args]
 
 
 def _env() -> dict[str, str]:
@@ -383,7 +383,7 @@ async def test_wait_answers_within_its_timeout_when_nats_hangs(
     hook at its own timeout and then lets the call run, so a slow connect or publish must
     not push the fail-closed answer past it. The server here is a real nats-server that
     hangs (SIGSTOP): the kernel still accepts connections, nothing answers."""
-    from ingest.embedded import find_nats_server
+    from ingest.nats.embedded import find_nats_server
 
     port = closed_port()
     srv = subprocess.Popen([find_nats_server(), "-a", "127.0.0.1", "-p", str(port)],
@@ -684,7 +684,7 @@ async def test_event_larger_than_max_payload_is_kept_not_retried(
     # A NATS server of the operator's with the default 1 MiB max_payload: a valid
     # 2 MiB event can never be delivered, so it goes to spool/rejects.jsonl, not
     # into the spool where it would block every later flush.
-    from ingest.embedded import find_nats_server
+    from ingest.nats.embedded import find_nats_server
 
     port = closed_port()
     store = tmp_path / "small-store"
@@ -797,7 +797,7 @@ async def test_the_wait_counts_the_interpreter_s_start_up(
 
 
 def test_process_age_counts_from_the_exec() -> None:
-    code = "import time; time.sleep(0.7); from ingest.fastemit import process_age; print(process_age())"
+    code = "import time; time.sleep(0.7); from ingest.emit.fast import process_age; print(process_age())"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                        timeout=60, check=True)  # fmt: skip
     assert float(p.stdout) >= 0.7

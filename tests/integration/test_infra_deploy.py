@@ -22,8 +22,8 @@ import pytest
 import yaml
 from nats.aio.client import Client
 
-from ingest import embedded
-from ingest.nats import Names
+from ingest.nats import embedded
+from ingest.nats.streams import Names
 from tests.conftest import NatsServer
 
 ROOT = Path(__file__).resolve().parents[2]

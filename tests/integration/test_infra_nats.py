@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest import embedded
-from ingest.natsauth import ROLES, authorization_block
+from ingest.nats import embedded
+from ingest.nats.auth import ROLES, authorization_block
 
 INFRA = Path(__file__).resolve().parents[2] / "infra" / "nats"
 CONFIGS = sorted(INFRA.rglob("*.conf"))
@@ -65,7 +65,7 @@ def test_users_conf_has_the_embedded_servers_roles_and_permissions() -> None:
 def test_nats_keys_writes_a_users_conf_the_server_accepts(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from ingest.cli_natskeys import keys_cmd
+    from hookaudit.natskeys_cmd import keys_cmd
 
     r = CliRunner().invoke(keys_cmd, ["--dir", str(tmp_path / "k")])
     assert r.exit_code == 0, r.output

@@ -1,4 +1,4 @@
-"""ingest.nats and ingest.embedded against a real nats-server on 127.0.0.1."""
+"""ingest.nats.streams and ingest.nats.embedded against a real nats-server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from nats.aio.client import Client
 from nats.js import api as js_api
 
 from engine.errors import SettingsError
-from ingest import embedded
-from ingest import nats as ha_nats
-from ingest.nats import Names, ProvisionError, Unavailable
+from ingest.nats import embedded
+from ingest.nats import streams as ha_nats
+from ingest.nats.streams import Names, ProvisionError, Unavailable
 
 if TYPE_CHECKING:
     from tests.conftest import NatsServer

@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 import pytest
 
-from ingest import embedded
-from ingest.natsopts import ENV
+from ingest.nats import embedded
+from ingest.nats.options import ENV
 from tests.security.auth_support import REPO, env
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,8 +20,8 @@ import pytest
 from nats.aio.client import Client
 
 from engine.records import encode_msgpack, new_event
-from ingest import nats as ha_nats
 from ingest.log import iter_outcomes, verify
+from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
 from ingest.samples import sessions
 

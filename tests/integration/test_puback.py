@@ -1,4 +1,4 @@
-"""Publishing in bulk with PubAcks counted off (`ingest.puback`) against a real nats-server."""
+"""Publishing in bulk with PubAcks counted off (`ingest.nats.puback`) against a real nats-server."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from nats.aio.client import Client
 
 from engine.errors import Unavailable
-from ingest import nats as ha_nats
-from ingest.puback import AckWaiter
+from ingest.nats import streams as ha_nats
+from ingest.nats.puback import AckWaiter
 
 
 async def test_a_batch_is_stored_once_and_deduplicated_by_msg_id(

@@ -6,8 +6,8 @@ import time
 
 from nats.aio.client import Client
 
-from ingest import nats as ha_nats
-from ingest.pull import Puller
+from ingest.nats import streams as ha_nats
+from ingest.nats.pull import Puller
 
 
 async def test_every_message_once_in_order_and_empty_fetch_returns(
@@ -64,7 +64,7 @@ async def test_a_message_published_while_lingering_returns_promptly(
 
 async def test_delivered_answers_as_a_nats_py_message(nc: Client, names: ha_nats.Names) -> None:
     """Headers, metadata, ack and term of a routed delivery read as nats-py's own Msg."""
-    from ingest.pull import ack_many
+    from ingest.nats.pull import ack_many
 
     js = nc.jetstream()
     await ha_nats.provision(js, prefix=names.prefix)

@@ -22,9 +22,9 @@ from click.testing import CliRunner
 
 from engine.records import HookEvent, HookIdentity, HookRun, Outcome, new_event
 from hookaudit.cli import COMMANDS
+from hookaudit.query_cmd import query_cmd, sql_cmd
 from ingest.log import LogWriter, runs_path, segments, verify
 from queries.catalog import QueryError, load_catalog
-from queries.cli import query_cmd, sql_cmd
 from queries.db import check_read_only, open_db, run_named, run_sql
 
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)

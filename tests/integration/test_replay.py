@@ -33,9 +33,9 @@ from engine.executors.fake import FakeExecutor
 from engine.records import new_event, uuid7
 from engine.run import Engine
 from engine.sources import load_sources
+from hookaudit.replay_cmd import replay_cmd
 from ingest.log import LogWriter, iter_outcomes, segments
 from replay.answers import Answers, Policy
-from replay.cli import replay_cmd
 from replay.jobs import replay
 from replay.parts import SegmentQueue, duplicates
 from replay.request import Request
@@ -776,7 +776,7 @@ def hookaudit_replay() -> list[str]:
 
     if "replay" in COMMANDS:
         return [sys.executable, "-m", "hookaudit", "replay"]
-    return [sys.executable, "-c", "from replay.cli import replay_cmd; replay_cmd()"]
+    return [sys.executable, "-c", "from hookaudit.replay_cmd import replay_cmd; replay_cmd()"]
 
 
 def test_cli_json_contract_and_fail_on_exit_codes(ds: Dataset) -> None:

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from ingest import embedded
 from ingest.log import LogWriter
-from ingest.natsauth import auth_dir
+from ingest.nats import embedded
+from ingest.nats.auth import auth_dir
 from replay.workqueue import STREAM
 from tests.conftest import NatsServer
 from tests.integration.test_log_contract import make

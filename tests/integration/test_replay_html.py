@@ -27,9 +27,9 @@ from click.testing import CliRunner
 from engine.records import new_event
 from engine.run import Engine
 from engine.sources import load_sources
+from hookaudit.replay_cmd import replay_cmd
 from ingest.log import LogWriter
 from ingest.samples import sessions
-from replay.cli import replay_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "infra" / "policies" / "security.json"

@@ -36,10 +36,10 @@ from engine.records import (
     encode_msgpack,
     new_event,
 )
-from ingest.nats import ConnectOptions, Names, provision
+from ingest.nats.streams import ConnectOptions, Names, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
-from ingest.serve import HttpServer, ServeOptions, check_listen, parse_listen
-from ingest.serve_app import clean_header, failure_answer, render
+from ingest.serve.app import clean_header, failure_answer, render
+from ingest.serve.server import HttpServer, ServeOptions, check_listen, parse_listen
 
 if TYPE_CHECKING:
     from tests.conftest import NatsServer
@@ -790,7 +790,7 @@ async def test_cli_serves_and_sigterm_finishes_in_flight(
 def test_cli_refuses_public_listen_without_token() -> None:
     from click.testing import CliRunner
 
-    from ingest.cli_serve import serve_cmd
+    from hookaudit.serve_cmd import serve_cmd
 
     result = CliRunner().invoke(
         serve_cmd,

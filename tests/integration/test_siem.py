@@ -521,9 +521,9 @@ async def test_siem_role_on_the_authenticated_embedded_server(tmp_path: Path) ->
 
     import nats as nats_py
 
-    from ingest import embedded
-    from ingest import nats as ha_nats
-    from ingest.natsauth import role_credentials
+    from ingest.nats import embedded
+    from ingest.nats import streams as ha_nats
+    from ingest.nats.auth import role_credentials
 
     d = tmp_path / "d"
     srv = embedded.start_embedded(d)

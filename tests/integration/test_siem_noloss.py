@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from engine.records import encode_msgpack
-from ingest import nats as ha_nats
+from ingest.nats import streams as ha_nats
 from ingest.siem.state import read_counters
 from tests.integration.siem_support import (
     Forwarder,

@@ -24,7 +24,7 @@ from nats.aio.client import Client
 
 from engine.records import payload_dict
 from ingest.log import iter_outcomes, verify
-from ingest.nats import Names, provision
+from ingest.nats.streams import Names, provision
 
 if TYPE_CHECKING:
     from tests.conftest import NatsServer

@@ -4,7 +4,7 @@ The shipped node configs are the templates: the test swaps only what must differ
 machine (ports, the route addresses, the store and certificate directories), so a change to
 infra/ is a change to what these tests run. Certificates come from the shipped gen-certs.sh.
 With ``accounts=True`` (the fault tests) the nodes keep their ``include "users.conf"`` and
-get the role accounts of `ingest.natsauth` (one fresh nkey per role, as
+get the role accounts of `ingest.nats.auth` (one fresh nkey per role, as
 ``hookaudit nats keys`` writes them): no anonymous client, each client with its role's seed.
 Every node is started by the test and stopped by PID.
 """
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.embedded import find_nats_server
-from ingest.natsauth import Role, authorization_block, ensure_keys_in
+from ingest.nats.auth import Role, authorization_block, ensure_keys_in
+from ingest.nats.embedded import find_nats_server
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "infra" / "nats" / "cluster"

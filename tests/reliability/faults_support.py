@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.records import HookEvent, encode_msgpack, new_event
-from ingest import nats as ha_nats
 from ingest.log import iter_outcomes
+from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
 
 REPO = Path(__file__).resolve().parents[2]

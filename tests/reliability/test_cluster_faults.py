@@ -25,15 +25,15 @@ import nats.errors
 import pytest
 
 from engine.records import encode_msgpack, new_event
-from ingest import nats as ha_nats
 from ingest.log import iter_outcomes, verify
+from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
 
 if TYPE_CHECKING:
     from conftest import Cluster
     from nats.aio.client import Client
 
-    from ingest.natsauth import Role
+    from ingest.nats.auth import Role
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(600)]
 

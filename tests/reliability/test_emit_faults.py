@@ -20,9 +20,9 @@ import pytest
 from nats.aio.client import Client
 
 from engine.records import payload_dict
-from ingest import nats as ha_nats
 from ingest.log import iter_outcomes, verify
-from ingest.spool import Spool
+from ingest.nats import streams as ha_nats
+from ingest.spool.store import Spool
 from tests.reliability.faults_support import (
     WorkerProc,
     decision,

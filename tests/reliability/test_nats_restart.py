@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest import embedded
+from ingest.nats import embedded
 from tests.security.auth_support import (
     DENY_REASON,
     REPO,

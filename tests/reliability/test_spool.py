@@ -24,9 +24,9 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from engine.records import HookEvent, decode_event_msgpack, encode_json, new_event
-from ingest import nats as ha_nats
-from ingest.nats import Names
-from ingest.spool import Spool
+from ingest.nats import streams as ha_nats
+from ingest.nats.streams import Names
+from ingest.spool.store import Spool
 
 if TYPE_CHECKING:
     from tests.conftest import NatsServer
@@ -42,7 +42,7 @@ def _argv(command: str, *args: str) -> list[str]:
 
     if command in cli.COMMANDS:
         return [sys.executable, "-m", "hookaudit", command, *args]
-    return [sys.executable, "-c", f"from ingest.cli_emit import {command}; {command}()", *args]
+    return [sys.executable, "-c", f"from hookaudit.emit_cmd import {command}; {command}()", *args]
 
 
 @dataclass
@@ -238,8 +238,8 @@ async def test_appends_racing_flushes_lose_nothing(
 ) -> None:
     # Appenders (threads, each append under flock) race a loop of flushes that rename
     # the spool under them: every event must end up in the stream exactly once.
-    from ingest.emit import Target
-    from ingest.emit_publish import Publisher
+    from ingest.emit.emitter import Target
+    from ingest.emit.publish import Publisher
 
     spool = Spool(tmp_path)
     per_thread, threads = 300, 4
@@ -298,7 +298,7 @@ async def test_an_event_is_spooled_even_while_another_process_holds_the_spool_lo
     # The append lock is held for longer than an appender waits for it (a hung appender,
     # a flush stuck on a slow disk, or a neighbour holding it on purpose) while NATS is
     # down: the event must still reach the spool, never be reported "lost" and dropped.
-    from ingest.spool import APPEND_LOCK_WAIT
+    from ingest.spool.store import APPEND_LOCK_WAIT
 
     spool = Spool(tmp_path)
     spool.dir.mkdir(mode=0o700)
@@ -359,8 +359,8 @@ def _free_port() -> int:
 async def test_lines_written_aside_are_counted_listed_and_flushed(
     nats_server: NatsServer, names: Names, tmp_path: Path
 ) -> None:
-    from ingest.emit import Target
-    from ingest.emit_publish import Publisher
+    from ingest.emit.emitter import Target
+    from ingest.emit.publish import Publisher
 
     spool = Spool(tmp_path)
     spool.append(new_event({"hook_event_name": "Stop", "session_id": "before"}))

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 import pytest
 from nats.aio.client import Client
 
-from ingest import nats as ha_nats
 from ingest.log import first_copies, iter_outcomes, verify
+from ingest.nats import streams as ha_nats
 from tests.reliability.faults_support import (
     WorkerProc,
     consumer_state,

@@ -14,8 +14,8 @@ import msgspec
 import pytest
 from nats.aio.client import Client
 
-from ingest import nats as ha_nats
 from ingest.log import LogWriter, iter_outcomes
+from ingest.nats import streams as ha_nats
 from tests.conftest import NatsServer
 from tests.integration.test_pipeline import publish, start_worker, stop, wait_for, write_settings
 

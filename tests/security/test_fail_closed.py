@@ -173,7 +173,7 @@ def test_eval_reads_an_oversized_stdin_to_its_end_without_holding_it() -> None:
 @pytest.mark.parametrize("fail", ["closed", "open"])
 def test_emit_blocks_on_an_injected_fault_only_when_closed(tmp_path: Path, fail: str) -> None:
     patch = (
-        "import ingest.emit as m\n"
+        "import ingest.emit.emitter as m\n"
         "def boom(*a, **k): raise RuntimeError('injected fault')\n"
         "m.new_event = boom\n"
     )
@@ -190,7 +190,7 @@ def test_emit_blocks_on_an_injected_fault_only_when_closed(tmp_path: Path, fail:
 
 def test_emit_blocks_on_a_fault_in_its_exit_path(tmp_path: Path) -> None:
     patch = (
-        "import ingest.cli_emit as m\n"
+        "import hookaudit.emit_cmd as m\n"
         "def boom(*a, **k): raise RuntimeError('stdout vanished')\n"
         "m._write = boom\n"
     )
@@ -221,10 +221,10 @@ def test_emit_fail_closed_blocks_hostile_input(tmp_path: Path, depth: int) -> No
 
 
 SERVE_FAULTS = {
-    "rendering raises": "import ingest.serve_app as m\n"
+    "rendering raises": "import ingest.serve.app as m\n"
     "def boom(*a, **k): raise RuntimeError('injected fault')\n"
     "m.render = boom\n",
-    "the request path raises": "import ingest.serve_app as m\n"
+    "the request path raises": "import ingest.serve.app as m\n"
     "def boom(*a, **k): raise RuntimeError('injected fault')\n"
     "m.new_event = boom\n",
 }

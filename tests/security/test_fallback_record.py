@@ -21,8 +21,8 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from ingest import nats as ha_nats
 from ingest.log import iter_outcomes
+from ingest.nats import streams as ha_nats
 from queries.db import open_db
 
 REPO = Path(__file__).resolve().parents[2]

@@ -24,9 +24,9 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from engine.records import Outcome, decode_event_msgpack, encode_msgpack, new_event
-from ingest import embedded
-from ingest import nats as ha_nats
-from ingest.natsauth import role_credentials
+from ingest.nats import embedded
+from ingest.nats import streams as ha_nats
+from ingest.nats.auth import role_credentials
 from ingest.protocol import KX_HEADER, MAC_HEADER, PEER_HEADER, REPLY_HEADER, SIG_HEADER, Reply
 from ingest.replysig import Signer, ensure_reply_key, reply_public_path
 from tests.security.auth_support import (

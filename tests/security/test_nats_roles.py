@@ -18,9 +18,9 @@ from nats.aio.client import Client
 from nats.js import api as js_api
 
 from engine.records import encode_msgpack, new_event
-from ingest import embedded
-from ingest import nats as ha_nats
-from ingest.natsauth import Role, inbox_prefix, public_key, role_credentials
+from ingest.nats import embedded
+from ingest.nats import streams as ha_nats
+from ingest.nats.auth import Role, inbox_prefix, public_key, role_credentials
 from ingest.protocol import MSG_ID
 
 pytestmark = pytest.mark.timeout(60)

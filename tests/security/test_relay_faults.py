@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.natsauth import new_seed, public_key
+from ingest.nats.auth import new_seed, public_key
 from tests.integration.relay_support import REPO, Stack, env, pre_tool_use, write_settings
 
 pytestmark = pytest.mark.timeout(300)
@@ -31,7 +31,7 @@ NOBODY = 65534
 #: An interpreter another uid may run (root's pyenv is behind /root, 0700). The fast emit
 #: is stdlib only, so it runs there too.
 SYSTEM_PYTHON = "/usr/bin/python3"
-FAST_EMIT = "import sys; sys.path.insert(0, sys.argv[1]); from ingest.fastemit import main; main(sys.argv[2:])"
+FAST_EMIT = "import sys; sys.path.insert(0, sys.argv[1]); from ingest.emit.fast import main; main(sys.argv[2:])"
 root_only = pytest.mark.skipif(
     os.getuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK),
     reason="needs root (to run the attacker as another uid) and /usr/bin/python3",
@@ -241,14 +241,14 @@ def test_the_fast_emit_answers_a_broken_relay_in_the_engines_wording(tmp_path: P
     fake = _fake_relay(sock, "hangup")
     try:
         why = f"the relay at {sock} closed the connection without an answer"
-        p = _fast_emit(REPO / "ingest" / "fastemit.py", sock, "closed")
+        p = _fast_emit(REPO / "ingest" / "emit" / "fast.py", sock, "closed")
         assert (p.returncode, p.stdout, p.stderr) == (2, b"", f"{closed_reason(why)}\n".encode())
-        p = _fast_emit(REPO / "ingest" / "fastemit.py", sock, "open")
+        p = _fast_emit(REPO / "ingest" / "emit" / "fast.py", sock, "open")
         assert (p.returncode, p.stdout, p.stderr) == (0, b"", f"{open_reason(why)}\n".encode())
         # A broken install (no engine package beside ingest/): still closed, in one line.
-        alone = tmp_path / "broken" / "ingest" / "fastemit.py"
+        alone = tmp_path / "broken" / "ingest" / "emit" / "fast.py"
         alone.parent.mkdir(parents=True)
-        alone.write_bytes((REPO / "ingest" / "fastemit.py").read_bytes())
+        alone.write_bytes((REPO / "ingest" / "emit" / "fast.py").read_bytes())
         p = _fast_emit(alone, sock, "closed")
         _clean(p)
         assert p.returncode == 2 and b"cannot load hookaudit" in p.stderr, p.stderr

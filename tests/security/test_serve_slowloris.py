@@ -25,7 +25,7 @@ import httpx
 import pytest
 from nats.aio.client import Client
 
-from ingest.nats import Names, provision
+from ingest.nats.streams import Names, provision
 
 if TYPE_CHECKING:
     from tests.conftest import NatsServer

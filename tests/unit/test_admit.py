@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.records import HookEvent, new_event
-from ingest.admit import FROM_PAYLOAD, columns_agree
+from ingest.worker.admit import FROM_PAYLOAD, columns_agree
 
 _GIVEN = {"id", "ts", "payload", "source", "host", "user", "fallback", "rejected"}
 

@@ -35,13 +35,13 @@ def test_snippets_lint_clean(path: Path) -> None:
 
 
 def test_the_files_are_what_the_generator_writes() -> None:
-    from ingest.snippets import render, snippets
+    from ingest.wire.claude_code import render, snippets
 
     docs = snippets()
     assert {p.name for p in SNIPPETS.glob("*.json")} >= set(docs)
     for name, doc in docs.items():
         assert (SNIPPETS / name).read_text() == render(doc), (
-            f"{name} is stale: run python -m ingest.snippets infra/claude"
+            f"{name} is stale: run python -m ingest.wire.claude_code infra/claude"
         )
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from engine.payload import MAX_EVENT_BYTES
-from ingest import fastemit
-from ingest.emit_answer import Result
-from ingest.relay_socket import decode_request, encode_answer
+from ingest.emit import fast as fastemit
+from ingest.emit.answer import Result
+from ingest.relay.sock import decode_request, encode_answer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -123,7 +123,7 @@ def _module_imports(path: Path) -> set[str]:
 
 def test_the_fast_path_imports_the_standard_library_only() -> None:
     # module level; `typing` only under TYPE_CHECKING (a constant False at run time)
-    assert _module_imports(REPO / "ingest" / "fastemit.py") <= {
+    assert _module_imports(REPO / "ingest" / "emit" / "fast.py") <= {
         "__future__",
         "_socket",
         "io",
@@ -139,6 +139,9 @@ def test_the_fast_path_imports_the_standard_library_only() -> None:
     assert len(inits) >= 8
     for init in inits:
         assert _module_imports(init) <= {"__future__"}, init
-        assert "return load(__name__, _WHERE, globals(), name)" in init.read_text(), init
+        body = ast.parse(init.read_text()).body
+        docstring_only = len(body) == 1 and isinstance(body[0], ast.Expr)
+        lazy = "return load(__name__, _WHERE, globals(), name)" in init.read_text()
+        assert docstring_only or lazy, init
     assert _module_imports(REPO / "engine" / "lazy.py") <= {"__future__"}
     assert fastemit.TYPE_CHECKING is False

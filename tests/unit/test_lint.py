@@ -155,7 +155,7 @@ def test_fail_closed_emit_that_claude_code_would_let_fail_open() -> None:
     assert found(pre(emit_hook(cmd + " || exit 2", timeout=15))) == []
     block = cmd + " || { echo 'hookaudit did not answer' >&2; exit 2; }"
     assert found(pre(emit_hook(block, timeout=15))) == []
-    fast = "/v/bin/python3 -I -S /v/ingest/fastemit.py --wait --fail=closed"
+    fast = "/v/bin/python3 -I -S /v/ingest/emit/fast.py --wait --fail=closed"
     assert found(pre(emit_hook(fast))) == [(f"{path}.command", "fails-open-on-start")]
     # Claude Code stops the hook before emit's own wait ends: the call runs
     assert found(pre(emit_hook(cmd + " || exit 2", timeout=10))) == [
@@ -175,7 +175,7 @@ def test_fail_closed_emit_that_claude_code_would_let_fail_open() -> None:
 
 def test_emit_wait_default_is_emits() -> None:
     from engine.lint import EMIT_WAIT_DEFAULT
-    from ingest.cli_emit import emit
+    from hookaudit.emit_cmd import emit
 
     (opt,) = [p for p in emit.params if p.name == "timeout"]
     assert opt.default == EMIT_WAIT_DEFAULT

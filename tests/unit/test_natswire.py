@@ -1,4 +1,4 @@
-"""The frames `ingest.natswire` writes are the bytes nats-py's `publish` writes."""
+"""The frames `ingest.nats.wire` writes are the bytes nats-py's `publish` writes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from nats import errors
 from nats.aio.client import Client
 
-from ingest.natswire import ack_frames, pub_frame, server_ack_frames
+from ingest.nats.wire import ack_frames, pub_frame, server_ack_frames
 
 
 def _nats_py_bytes(subject: str, reply: str, data: bytes, headers: dict[str, str] | None) -> bytes:
@@ -116,7 +116,7 @@ def _feed(nc: Client, chunks: list[bytes]) -> None:
 @settings(max_examples=300, deadline=None)
 @given(cuts=st.lists(st.integers(min_value=0, max_value=len(b"".join(_STREAM))), max_size=12))
 def test_the_fast_parser_reads_any_split_as_nats_py(cuts: list[int]) -> None:
-    from ingest.natswire import route
+    from ingest.nats.wire import route
 
     data = b"".join(_STREAM)
     bounds = sorted({0, len(data), *cuts})
@@ -134,7 +134,7 @@ def test_the_fast_parser_reads_any_split_as_nats_py(cuts: list[int]) -> None:
 def test_a_malformed_line_is_nats_py_s_protocol_error() -> None:
     from nats.errors import ProtocolError
 
-    from ingest.natswire import route
+    from ingest.nats.wire import route
 
     nc = _client([])
     route(nc, 1, lambda s, r, d, h: None)
@@ -144,7 +144,7 @@ def test_a_malformed_line_is_nats_py_s_protocol_error() -> None:
 
 @pytest.mark.parametrize("msg_id", ["e1:s1:", "  padded  ", "inj\r\nNats-Expected-Stream: X", "é"])
 def test_a_msg_id_frame_equals_nats_py(msg_id: str) -> None:
-    from ingest.natswire import msg_id_frame
+    from ingest.nats.wire import msg_id_frame
 
     want = _nats_py_bytes("a.b", "_INBOX.q.7", b"data", {"Nats-Msg-Id": msg_id})
     assert msg_id_frame("a.b", b"_INBOX.q.7", b"data", msg_id) == want

@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from queries.output import output_options, render_value, write_result
+from hookaudit.options import output_options
+from queries.output import OutputError, render_value, write_result
 
 TS = datetime(2026, 3, 1, 10, 0, 20, 123456, tzinfo=UTC)
 
@@ -103,7 +104,7 @@ def test_csv(tmp_path: Path) -> None:
 
 
 def test_parquet_needs_output(tmp_path: Path) -> None:
-    with pytest.raises(click.UsageError, match="--output"):
+    with pytest.raises(OutputError, match="--output"):
         write_result(sample(), "parquet", None)
     out = tmp_path / "o.parquet"
     assert write_result(sample(), "parquet", out) == 3

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.errors import SettingsError
-from ingest.natsauth import new_seed, public_key
+from ingest.nats.auth import new_seed, public_key
 from ingest.protocol import KX_HEADER, MAC_HEADER, SIG_HEADER, reply_subject_ok
 from ingest.replysig import _PEER_CACHE, Signer, Verifier, _Ephemeral, trusted_verifier
 

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from ocsf_json_schema import OcsfJsonSchemaEmbedded, get_ocsf_schema
 
 from engine.records import HookIdentity, HookRun, Outcome, new_event
+from ingest.redact import DEFAULT_PATTERNS, Redactor, parse_pattern
 from ingest.siem.cef import escape_ext, escape_header, to_cef
 from ingest.siem.ecs import to_ecs
 from ingest.siem.formats import FORMATS, format_view
 from ingest.siem.ocsf import to_ocsf
-from ingest.siem.redact import DEFAULT_PATTERNS, Redactor, parse_pattern
 from ingest.siem.view import MAX_FIELD, _Bound, _small, build_view
 
 _SCHEMA = OcsfJsonSchemaEmbedded(get_ocsf_schema(version="1.8.0"))

@@ -1,0 +1,1 @@
+"""Hook configuration that sends an agent's hook events to hookaudit."""
