@@ -111,6 +111,9 @@ if [ -x tests/conformance/claude_code/install.sh ]; then
   echo "install.sh: pinned Claude Code for the conformance suite"
   tests/conformance/claude_code/install.sh
 fi
+# The agent CLIs the real-binary tests in tests/agents/ run (pinned there; git-ignored).
+echo "install.sh: pinned agent CLIs for tests/agents/"
+tests/agents/install.sh
 if [ "$(id -u)" = 0 ] && have podman; then
   echo "install.sh: wheels for the compose test's image build"
   tests/integration/podman_images.sh wheels

@@ -217,8 +217,13 @@ def _type_error(name: str, exc: msgspec.ValidationError, where: str) -> InvalidE
     return InvalidEvent(where, f"{field}: expected a JSON {kind}, got {got} ({name})")
 
 
-def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
+def parse_payload(
+    raw: bytes | str, where: str = "event", *, any_event: bool = False
+) -> dict[str, Any]:
     """Decode and check a hook input; InvalidEvent names what is wrong and where.
+
+    With `any_event`, an event name Claude Code does not have is accepted (another agent's
+    input, whose dialect maps its names; `check_types` then checks the canonical payload).
 
     >>> parse_payload(b"[]", "<stdin>")
     Traceback (most recent call last):
@@ -239,27 +244,39 @@ def parse_payload(raw: bytes | str, where: str = "event") -> dict[str, Any]:
         try:
             data = data.encode()
         except UnicodeEncodeError:  # a lone surrogate: `_parse` says so
-            return _parse(raw, where)
+            return _parse(raw, where, any_event)
     if type(data) is bytes and len(data) <= MAX_EVENT_BYTES and _shallow_decode is not None:
         try:
             payload = _shallow_decode(data)
         except msgspec.MsgspecError:
-            return _parse(data, where)
+            return _parse(data, where, any_event)
         again = _encode(payload)
         if again == data:
             name = payload.get("hook_event_name")
-            typed = _TYPED.get(name) if type(name) is str else None
+            typed = _TYPED.get(name) if type(name) is str and not any_event else None
             if typed is not None:
                 try:
                     _convert(payload, typed)
                 except msgspec.ValidationError as exc:
                     raise _type_error(name, exc, where) from exc  # type: ignore[arg-type]
                 return payload
-        return _checked(data, payload, again, where)
-    return _parse(data, where)
+        return _checked(data, payload, again, where, any_event)
+    return _parse(data, where, any_event)
 
 
-def _parse(raw: bytes | str, where: str) -> dict[str, Any]:
+def check_types(payload: dict[str, Any], where: str = "event") -> None:
+    """InvalidEvent unless `payload` names a known event and its documented fields have
+    their types (a canonical payload a dialect built)."""
+    name = payload.get("hook_event_name")
+    if not isinstance(name, str) or not is_known(name):
+        raise InvalidEvent(where, f"hook_event_name: unknown hook event {str(name)[:100]!r}")
+    try:
+        _convert(payload, _TYPED.get(name) or _typed(name))
+    except msgspec.ValidationError as exc:
+        raise _type_error(name, exc, where) from exc
+
+
+def _parse(raw: bytes | str, where: str, any_event: bool = False) -> dict[str, Any]:
     """`parse_payload` for any input: every bound and check, each failure said."""
     if isinstance(raw, str):
         try:
@@ -282,10 +299,12 @@ def _parse(raw: bytes | str, where: str) -> dict[str, Any]:
             payload = _shallow_decode(raw)
         except msgspec.MsgspecError:
             payload = _counted_decode(raw, where)
-    return _checked(raw, payload, _encode(payload), where)
+    return _checked(raw, payload, _encode(payload), where, any_event)
 
 
-def _checked(raw: bytes, payload: dict[str, Any], again: bytes, where: str) -> dict[str, Any]:
+def _checked(
+    raw: bytes, payload: dict[str, Any], again: bytes, where: str, any_event: bool = False
+) -> dict[str, Any]:
     """`payload` (decoded from `raw`, within the bounds; `again` its encoding) once no key
     is repeated and the documented fields have their types."""
     # Outside strings a ':' follows a key and nothing else. The decoded payload, encoded
@@ -302,11 +321,15 @@ def _checked(raw: bytes, payload: dict[str, Any], again: bytes, where: str) -> d
         key = _duplicate_key(raw)
         raise InvalidEvent(where, f"duplicate key {key!r} (I-JSON, RFC 7493: one reading only)")
     name = payload.get("hook_event_name")
+    if any_event:
+        return payload  # another agent's input: its dialect maps it, check_types checks it
     if not isinstance(name, str) or not name:
         raise InvalidEvent(where, "hook_event_name: missing or not a string")
     typed = _TYPED.get(name)
     if typed is None:
         if not is_known(name):
+            if any_event:
+                return payload
             raise InvalidEvent(where, f"hook_event_name: unknown hook event {name[:100]!r}")
         typed = _typed(name)
     try:

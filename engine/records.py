@@ -148,6 +148,13 @@ class HookEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     agent_type: str | None = None
     fallback: Fallback | None = None
     rejected: Rejection | None = None
+    #: The agent that raised it (`engine.dialects.registry.AGENTS`), and, for an agent other
+    #: than Claude Code, its own event and tool names and its verbatim hook input: `payload`
+    #: is then the canonical (Claude Code shaped) input the engine and the hooks see.
+    agent: str = "claude_code"
+    agent_event: str | None = None
+    agent_tool: str | None = None
+    agent_payload: str | None = None
 
 
 class HookIdentity(msgspec.Struct, frozen=True, kw_only=True):
@@ -304,6 +311,10 @@ def new_event(
     event_id: str | None = None,
     ts: datetime | None = None,
     rejected: Rejection | None = None,
+    agent: str = "claude_code",
+    agent_event: str | None = None,
+    agent_tool: str | None = None,
+    agent_payload: str | None = None,
 ) -> HookEvent:
     """Wrap an agent's hook input as a HookEvent with a fresh UUIDv7 id.
 
@@ -328,6 +339,10 @@ def new_event(
         agent_id=_str_or_none(payload.get("agent_id")),
         agent_type=_str_or_none(payload.get("agent_type")),
         rejected=rejected,
+        agent=agent,
+        agent_event=agent_event,
+        agent_tool=agent_tool,
+        agent_payload=agent_payload,
     )
 
 

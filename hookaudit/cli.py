@@ -82,6 +82,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hookaudit.lint_cmd:lint_cmd",
         "Find settings entries that would silently remove a gate (typos, dead `if` rules).",
     ),
+    "wire": (
+        "hookaudit.wire_cmd:wire_cmd",
+        "Write an agent's hook configuration (Codex, Gemini CLI) to send its events here.",
+    ),
     "log": (
         "hookaudit.log_cmd:log_group",
         "The append-only log: seal, ship to object storage, prune shipped copies.",

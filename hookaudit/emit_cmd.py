@@ -16,6 +16,10 @@ from typing import Any, TypeVar
 import click
 
 from hookaudit.options import data_dir_option, missing_data_dir
+from ingest.emit.fast import AGENTS
+
+# `--agent` takes each agent's name, or the same with hyphens (`gemini-cli`)
+AGENT_NAMES = AGENTS + tuple(a.replace("_", "-") for a in AGENTS if "_" in a)
 
 __all__ = ["emit", "spool"]
 
@@ -103,7 +107,15 @@ class _HookCommand(click.Command):
     help="Which agent raised the event (recorded in HookEvent.source).",
 )
 @click.option(
-    "--wait", is_flag=True, help="Wait for the worker's decision and answer as a Claude Code hook."
+    "--agent",
+    type=click.Choice(AGENT_NAMES, case_sensitive=False),
+    default="claude_code",
+    show_default=True,
+    help="The agent whose hook this is: its input is normalised to a canonical event and "
+    "the answer is given in the form that agent obeys (a hyphen may stand for _).",
+)
+@click.option(
+    "--wait", is_flag=True, help="Wait for the worker's decision and answer as the agent's hook."
 )
 @click.option(
     "--timeout",
@@ -130,7 +142,7 @@ class _HookCommand(click.Command):
     help="With --wait: public key(s) whose signed decisions are accepted (env "
     "HOOKAUDIT_WORKER_KEY). Default: <data-dir>/nats/auth/reply.pub.",
 )
-def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
+def emit(source: str, agent: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
     """Publish the hook event on stdin to NATS (a Claude Code command hook).
 
     Reads one event, publishes it verbatim to JetStream and exits 0 silently once it
@@ -157,7 +169,7 @@ def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
     # Whatever escapes below (even at exit) blocks when failing closed, never exit 1.
     guard_process("hookaudit emit", closed=closed)
     try:
-        result = _run(source, wait, timeout, fail, kw)
+        result = _run(source, agent.replace("-", "_").lower(), wait, timeout, fail, kw)
     except Exception as e:  # a bug must not block the agent unless it asked for closed
         why = f"internal error: {one_line(e)}"
         if closed:
@@ -173,7 +185,7 @@ def emit(source: str, wait: bool, timeout: float, fail: str, **kw: Any) -> None:
     _exit(result.exit_code)
 
 
-def _run(source: str, wait: bool, timeout: float, fail: str, kw: dict[str, Any]) -> Any:
+def _run(source: str, agent: str, wait: bool, timeout: float, fail: str, kw: dict[str, Any]) -> Any:
     from ingest.emit.emitter import EmitOptions
     from ingest.emit.emitter import emit as run_emit
     from ingest.emit.fast import process_age
@@ -182,6 +194,7 @@ def _run(source: str, wait: bool, timeout: float, fail: str, kw: dict[str, Any])
     opts = EmitOptions(
         target=_target(kw),
         source=source,
+        agent=agent,
         wait=wait,
         timeout=timeout,
         fail="closed" if fail == "closed" else "open",

@@ -162,6 +162,10 @@ def _load_active(con: Any, segs: Sequence[Segment], problems: _Problems) -> list
             cols[name] = pa.array([t[k] for t in tool], type=typ)
         elif name == "n_runs":
             cols[name] = pc.list_value_length(lines.column("runs")).fill_null(0).cast(typ)
+        elif name == "agent":  # a record from before agents were recorded is Claude Code's
+            cols[name] = event.field(name).fill_null("claude_code")
+        elif name == "agent_tool":  # Claude Code's own tool name is the canonical one
+            cols[name] = pc.coalesce(event.field(name), event.field("tool_name"))
         elif name in EVENT_COLUMNS:
             cols[name] = event.field(name)
         else:

@@ -120,6 +120,8 @@ _EVENT_FIELDS = (
     "permission_mode",
     "agent_id",
     "agent_type",
+    "agent",
+    "agent_tool",
 )
 _HOOK_FIELDS = ("type", "source", "matcher", "command", "url", "prompt", "callable", "if")
 RUN_LINE_TYPE = pa.struct(

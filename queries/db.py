@@ -174,7 +174,7 @@ _OUTCOME_SELECT = """
     id, ts, event, source, host, "user", session_id, tool_name, tool_use_id, cwd,
     command, file_path, url, settings_id, posture, profile, blocked, decision, reason,
     "continue", stop_reason, n_runs, errors, engine_version, transcript_path,
-    permission_mode, agent_id, agent_type, replay_id,
+    permission_mode, agent_id, agent_type, agent, agent_tool, replay_id,
     coalesce(json_extract_string(record, '$.decided_by'), 'policy') AS decided_by,
     worker, seq, appended, prev_hash, hash, record
 """
@@ -187,8 +187,9 @@ _PUBLIC_VIEWS = (
     f"CREATE OR REPLACE TEMP VIEW outcomes AS SELECT {_OUTCOME_SELECT} FROM _ha_live",
     """CREATE OR REPLACE TEMP VIEW events AS
     SELECT id, ts, event, source, host, "user", session_id, tool_name, tool_use_id, cwd,
-        transcript_path, permission_mode, agent_id, agent_type,
-        CAST(json_extract_string(record, '$.event.payload') AS JSON) AS payload
+        transcript_path, permission_mode, agent_id, agent_type, agent, agent_tool,
+        CAST(json_extract_string(record, '$.event.payload') AS JSON) AS payload,
+        CAST(json_extract_string(record, '$.event.agent_payload') AS JSON) AS agent_payload
     FROM _ha_live_events""",
     """CREATE OR REPLACE TEMP VIEW hook_runs AS
     SELECT id, ts, event, tool_name, session_id, settings_id, worker, seq, run, hook_id,

@@ -54,6 +54,8 @@ transcript_path | VARCHAR | agent transcript
 permission_mode | VARCHAR | agent permission mode
 agent_id | VARCHAR | subagent id
 agent_type | VARCHAR | subagent type
+agent | VARCHAR | the agent that raised the event: claude_code, codex, gemini_cli, ...
+agent_tool | VARCHAR | the agent's own tool name (tool_name is the canonical, Claude Code name)
 replay_id | VARCHAR | NULL for live outcomes
 decided_by | VARCHAR | policy (the engine decided), fallback (emit/serve answered alone: timeout, NATS down, fail mode; blocked/decision/reason are that answer) rejected (refused input: see the rejects view) or observed (the engine decided but nobody waited: observe mode or backfill, the agent was not stopped; blocked/decision/reason are what enforcing would have done)
 worker | VARCHAR | worker chain that appended the record
@@ -83,7 +85,10 @@ transcript_path | VARCHAR | agent transcript
 permission_mode | VARCHAR | agent permission mode
 agent_id | VARCHAR | subagent id
 agent_type | VARCHAR | subagent type
-payload | JSON | the agent's hook input, verbatim
+agent | VARCHAR | the agent that raised the event: claude_code, codex, gemini_cli, ...
+agent_tool | VARCHAR | the agent's own tool name (tool_name is the canonical, Claude Code name)
+payload | JSON | the hook input the engine saw: Claude Code's verbatim; another agent's normalised to Claude Code's names
+agent_payload | JSON | another agent's hook input, verbatim (NULL for Claude Code)
 """,
 )
 _doc(

@@ -55,12 +55,16 @@ class Result(msgspec.Struct, frozen=True):
     exit_code: int = 0
 
 
-def fail_result(event_name: str, fail: FailMode, reason: str, *, status: str) -> Result:
+def fail_result(
+    event_name: str, fail: FailMode, reason: str, *, status: str, agent: str = "claude_code"
+) -> Result:
     """What to do when no decision can be had, per the fail mode.
 
     open: proceed (exit 0), one line on stderr. closed: PreToolUse prints a deny and
     exits 0; another event that can be blocked exits 2 with the reason on stderr; an
     event that cannot be blocked proceeds (exit 2 would only add noise for the model).
+    For another agent than Claude Code, closed is that agent's blocking answer
+    (`engine.dialects`).
 
     Example:
         >>> fail_result("Stop", "closed", "no decision", status="no-decision").exit_code
@@ -70,6 +74,11 @@ def fail_result(event_name: str, fail: FailMode, reason: str, *, status: str) ->
     """
     if fail == "open":
         return Result(status, stderr=open_reason(reason))
+    if agent != "claude_code":
+        from engine.dialects.registry import get
+
+        answer = get(agent).block(event_name, reason)
+        return Result(status, answer.stdout, answer.stderr, answer.exit_code)
     why = closed_reason(reason)
     if event_name == "PreToolUse":
         from engine.claude_output import blocking_object
@@ -91,6 +100,12 @@ def decision_result(outcome: Outcome) -> Result:
         >>> decision_result(outcome).exit_code  # doctest: +SKIP
         0
     """
+    if outcome.event.agent != "claude_code":
+        from engine.claude_output import decision_of
+        from engine.dialects.registry import get
+
+        said = get(outcome.event.agent).express(outcome.event.event, decision_of(outcome))
+        return Result("decided", said.stdout, said.stderr, said.exit_code)
     from engine.claude_output import express_outcome
 
     out, err, code, _ = express_outcome(outcome)
@@ -100,6 +115,11 @@ def decision_result(outcome: Outcome) -> Result:
 def rejected_result(opts: EmitOptions, err: InvalidEvent, kept: str) -> Result:
     """What emit answers for refused input: one line, and exit 2 when failing closed."""
     line = f"hookaudit emit: {err}{kept}"
+    if opts.fail == "closed" and opts.agent != "claude_code":
+        from engine.dialects.registry import get
+
+        said = get(opts.agent).block("PreToolUse", f"{err}{kept}")
+        return Result("rejected", said.stdout, said.stderr or line, said.exit_code)
     if opts.fail == "closed":
         return Result("rejected", stderr=line, exit_code=2)
     return Result("rejected", stderr=line)
@@ -112,6 +132,7 @@ def late_result(event: HookEvent, opts: EmitOptions) -> Result:
         opts.fail,
         f"no decision arrived within {opts.timeout:g}s for {event.event} event {event.id}",
         status="no-decision",
+        agent=event.agent,
     )
 
 
@@ -123,18 +144,22 @@ def reply_result(event: HookEvent, opts: EmitOptions, got: Reply | str) -> Resul
         'no-decision'
     """
     if isinstance(got, str):
-        return fail_result(event.event, opts.fail, got, status="no-decision")
+        return fail_result(event.event, opts.fail, got, status="no-decision", agent=event.agent)
     reply = got
     if reply.event_id != event.id or reply.error is not None or reply.outcome is None:
         why = reply.error or f"reply for event {reply.event_id!r} carries no outcome"
         return fail_result(
-            event.event, opts.fail, f"no decision for event {event.id}: {why}", status="no-decision"
+            event.event,
+            opts.fail,
+            f"no decision for event {event.id}: {why}",
+            status="no-decision",
+            agent=event.agent,
         )
     try:
         return decision_result(reply.outcome)
     except Exception as e:  # the renderer is the engine's; a bug there is still no decision
         why = f"cannot render the decision for event {event.id}: {type(e).__name__}: {e}"
-        return fail_result(event.event, opts.fail, why, status="no-decision")
+        return fail_result(event.event, opts.fail, why, status="no-decision", agent=event.agent)
 
 
 _REPLY: list[msgspec.msgpack.Decoder[Reply]] = []

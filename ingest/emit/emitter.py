@@ -32,7 +32,7 @@ import msgspec
 
 from engine.errors import HookauditError, InvalidEvent, PublishUncertain, Unavailable
 from engine.payload import MAX_EVENT_BYTES
-from engine.records import Fallback, HookEvent, Rejection, encode_json, new_event
+from engine.records import Fallback, HookEvent, Rejection, encode_json
 from ingest.emit.answer import (
     FailMode,
     Result,
@@ -44,7 +44,7 @@ from ingest.emit.answer import (
 )
 from ingest.emit.options import EmitOptions, Target
 from ingest.emit.publish import Publisher, connect, quiet_nats_logs
-from ingest.emit.stdin import reject_stub, validate
+from ingest.emit.stdin import event_of, reject_stub, validate
 from ingest.protocol import Reply
 from ingest.spool.store import Spool, has_pending
 
@@ -90,14 +90,17 @@ def emit(raw: bytes, opts: EmitOptions, *, full: Rejection | None = None) -> Res
         # user's to read or forge. The agent gets the fail mode's answer and the reason.
         return _refused_data_dir(raw, opts, unsafe)
     try:
-        payload, text = validate(raw)
+        payload, text = validate(raw, agent=opts.agent)
     except InvalidEvent as e:
         if full is not None:  # `raw` is only the start: name the whole input's size
             e = InvalidEvent(
                 e.where, f"event of {full.size} bytes exceeds the limit of {MAX_EVENT_BYTES} bytes"
             )
         return _bad_input(raw, opts, e, full)
-    event = new_event(payload, raw=text, source=opts.source)
+    try:
+        event = event_of(payload, text, opts)
+    except InvalidEvent as e:
+        return _bad_input(raw, opts, e, full)
     spool = Spool(opts.target.data_dir)
     quiet_nats_logs()
     try:
@@ -109,11 +112,13 @@ def emit(raw: bytes, opts: EmitOptions, *, full: Rejection | None = None) -> Res
 def _refused_data_dir(raw: bytes, opts: EmitOptions, why: HookauditError) -> Result:
     """The answer when the data dir is not private: the fail mode's, naming why."""
     try:
-        payload, _ = validate(raw)
+        payload, _ = validate(raw, agent=opts.agent)
         name = str(payload.get("hook_event_name", ""))
     except InvalidEvent as e:
         return rejected_result(opts, e, f"; input NOT kept: {why}")
-    return fail_result(name, opts.fail, f"no decision: {why}", status="no-decision")
+    return fail_result(
+        name, opts.fail, f"no decision: {why}", status="no-decision", agent=opts.agent
+    )
 
 
 def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection | None) -> Result:
@@ -173,7 +178,11 @@ def undelivered(
     answer = None
     if opts.wait:
         answer = fail_result(
-            event.event, opts.fail, f"no decision: {why}; event spooled", status="spooled"
+            event.event,
+            opts.fail,
+            f"no decision: {why}; event spooled",
+            status="spooled",
+            agent=opts.agent,
         )
         fb = fallback(event.event, opts.fail, f"spooled: {why}", answer, notice=maybe_stored)
         event = msgspec.structs.replace(event, fallback=fb)
@@ -181,7 +190,11 @@ def undelivered(
         spool.append(event)
     except Unavailable as e:
         return fail_result(
-            event.event, opts.fail, f"event lost: {why}; and spooling failed: {e}", status="lost"
+            event.event,
+            opts.fail,
+            f"event lost: {why}; and spooling failed: {e}",
+            status="lost",
+            agent=opts.agent,
         )
     if answer is not None:
         return answer
@@ -196,7 +209,7 @@ def fallback(
     """What the agent was told without a decision (`answer`), as the log records it.
 
     Example:
-        >>> r = fail_result("Stop", "closed", "no decision", status="no-decision")
+        >>> r = fail_result("Stop", "closed", "no decision", status="no-decision", agent=opts.agent)
         >>> fallback("Stop", "closed", "timeout", r).blocked
         True
     """
@@ -269,7 +282,9 @@ async def _deliver_on(
         )
         if not acked:
             return undelivered(event, opts, spool, why, maybe_stored=sending), nc
-        return fail_result(event.event, opts.fail, f"no decision: {why}", status="no-decision"), nc
+        return fail_result(
+            event.event, opts.fail, f"no decision: {why}", status="no-decision", agent=opts.agent
+        ), nc
 
 
 #: How long a fallback notice may hold the answer back before it goes to the spool.
@@ -288,7 +303,7 @@ def too_big(event: HookEvent, opts: EmitOptions, spool: Spool, why: str) -> Resu
         kept = f"NOT kept: {e}"
     reason = f"event {event.id} not delivered: {why}; {kept}"
     if opts.wait:
-        return fail_result(event.event, opts.fail, reason, status="rejected")
+        return fail_result(event.event, opts.fail, reason, status="rejected", agent=opts.agent)
     return Result("rejected", stderr=f"hookaudit emit: {reason}")
 
 
@@ -344,7 +359,9 @@ async def _await_decision(event: HookEvent, opts: EmitOptions, sub: Any) -> Resu
     try:
         verifier = trusted_verifier(opts.target.worker_key, opts.target.data_dir)
     except HookauditError as e:
-        return fail_result(event.event, opts.fail, f"no decision: {e}", status="no-decision")
+        return fail_result(
+            event.event, opts.fail, f"no decision: {e}", status="no-decision", agent=opts.agent
+        )
     try:
         got = await asyncio.wait_for(_next_reply(event, sub, verifier), max(0.0, opts.left()))
     except TimeoutError:

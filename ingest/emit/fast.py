@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
 __all__ = [
+    "AGENTS",
     "ENV_RELAY",
     "ENV_RELAY_UID",
     "MAX_EVENT_BYTES",
@@ -67,6 +68,8 @@ ENV_RELAY = "HOOKAUDIT_RELAY"
 ENV_RELAY_UID = "HOOKAUDIT_RELAY_UID"
 #: As `engine.payload.MAX_EVENT_BYTES` (a unit test checks they agree).
 MAX_EVENT_BYTES = 8 * 1024 * 1024
+#: the agents `--agent` names (`engine.dialects.registry.AGENTS`; a test holds them equal)
+AGENTS = ("claude_code", "codex", "gemini_cli", "copilot_cli", "qwen_code")
 REQUEST_MAGIC = b"HAE1"
 ANSWER_MAGIC = b"HAR1"
 #: Past the relay's own bounds (publish, spool, notice), how long to wait for it.
@@ -78,13 +81,14 @@ _MAX_ANSWER = 1 << 24
 class Args:
     """The options of `hookaudit emit` this fast path knows; None from `parse_args` else."""
 
-    __slots__ = ("data_dir", "fail", "source", "timeout", "wait")
+    __slots__ = ("agent", "data_dir", "fail", "source", "timeout", "wait")
 
     def __init__(self) -> None:
         self.wait = False
         self.timeout = 10.0
         self.fail = "open"
         self.source = "claude-code"
+        self.agent = "claude_code"
         self.data_dir: str | None = None
 
 
@@ -104,7 +108,7 @@ def parse_args(argv: list[str]) -> Args | None:
             a.wait = True
             i += 1
             continue
-        if name not in ("--timeout", "--fail", "--source", "--data-dir"):
+        if name not in ("--timeout", "--fail", "--source", "--data-dir", "--agent"):
             return None
         if not eq:
             if i + 1 >= len(argv):
@@ -125,6 +129,11 @@ def parse_args(argv: list[str]) -> Args | None:
             a.fail = value
         elif name == "--source":
             a.source = value
+        elif name == "--agent":
+            value = value.replace("-", "_")
+            if value not in AGENTS:
+                return None  # today's emit names the known ones
+            a.agent = value
         else:
             a.data_dir = value
     return a
@@ -185,6 +194,7 @@ def encode_request(a: Args, body: bytes, age: float = 0.0) -> bytes:
     head = (
         f"wait={int(a.wait)}\nfail={a.fail}\ntimeout={a.timeout!r}\nsource={a.source}\n"
         + (f"age={age!r}\n" if age else "")
+        + (f"agent={a.agent}\n" if a.agent != "claude_code" else "")
     ).encode("utf-8", "surrogateescape")
     return REQUEST_MAGIC + len(head).to_bytes(4, "big") + head + len(body).to_bytes(4, "big") + body
 

@@ -75,6 +75,8 @@ class EmitOptions(msgspec.Struct, frozen=True, kw_only=True):
 
     target: Target
     source: str = "claude-code"
+    #: the agent whose dialect the input and the answer speak (`engine.dialects`)
+    agent: str = "claude_code"
     wait: bool = False
     timeout: float = 10.0
     fail: FailMode = "open"

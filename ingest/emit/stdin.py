@@ -24,13 +24,13 @@ import msgspec
 
 from engine.errors import InvalidEvent
 from engine.events import is_known
-from engine.payload import MAX_EVENT_BYTES, parse_payload
+from engine.payload import MAX_EVENT_BYTES, check_types, parse_payload
 from engine.records import HookEvent, Rejection, new_event
 
 if TYPE_CHECKING:
     from ingest.emit.emitter import EmitOptions
 
-__all__ = ["drain", "keep_reject", "read_input", "reject_stub", "validate"]
+__all__ = ["drain", "event_of", "keep_reject", "read_input", "reject_stub", "validate"]
 
 
 def read_input(stream: BinaryIO | None, limit: int = MAX_EVENT_BYTES) -> bytes:
@@ -73,7 +73,9 @@ def drain(stream: BinaryIO, head: bytes) -> Rejection:
     return Rejection(stage="emit", reason="", size=size, sha256=h.hexdigest())
 
 
-def validate(raw: bytes, where: str = "<stdin>") -> tuple[dict[str, Any], str]:
+def validate(
+    raw: bytes, where: str = "<stdin>", *, agent: str = "claude_code"
+) -> tuple[dict[str, Any], str]:
     """Check an agent's hook input (`engine.payload.parse_payload`); return (payload, text).
 
     `text` is the input decoded, unchanged: it becomes the event's verbatim payload.
@@ -84,12 +86,42 @@ def validate(raw: bytes, where: str = "<stdin>") -> tuple[dict[str, Any], str]:
         ...
         engine.errors.InvalidEvent: <stdin>: expected a JSON object
     """
-    payload = parse_payload(raw, where)
+    payload = parse_payload(raw, where, any_event=agent != "claude_code")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:  # msgspec checks strings; this guards the rest
         raise InvalidEvent(where, f"not UTF-8: {exc}") from exc
     return payload, text
+
+
+def event_of(
+    payload: dict[str, Any], text: str, opts: EmitOptions, *, user: str | None = None
+) -> HookEvent:
+    """The HookEvent of a checked input. From Claude Code, `text` is its payload verbatim;
+    from another agent (`opts.agent`), its dialect normalises the input (InvalidEvent when
+    it cannot), the canonical input becomes the payload and `text` is kept verbatim.
+
+    Example:
+        >>> event_of({"hook_event_name": "Stop"}, '{"hook_event_name":"Stop"}', opts).agent  # doctest: +SKIP
+        'claude_code'
+    """
+    if opts.agent == "claude_code":
+        return new_event(payload, raw=text, source=opts.source, user=user)
+    from engine.dialects.registry import get
+
+    said = get(opts.agent).normalise(payload)
+    check_types(said.payload, "<stdin>")
+    # "claude-code" is emit's default source: an event of another agent names that agent
+    source = opts.source if opts.source != "claude-code" else opts.agent.replace("_", "-")
+    return new_event(
+        said.payload,
+        source=source,
+        user=user,
+        agent=opts.agent,
+        agent_event=said.agent_event,
+        agent_tool=said.agent_tool,
+        agent_payload=text,
+    )
 
 
 def keep_reject(
@@ -126,18 +158,20 @@ def reject_stub(
     r = rejection(raw, str(err), stage="emit")
     if full is not None:
         r = msgspec.structs.replace(r, size=full.size, sha256=full.sha256)
-    return _reject_stub(raw, r, opts.source), kept
+    return _reject_stub(raw, r, opts.source, opts.agent), kept
 
 
 _EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
 _SESSION = re.compile(rb'"session_id"\s*:\s*"([\x20\x21\x23-\x5b\x5d-\x7e]{1,256})"')
 
 
-def _reject_stub(raw: bytes, r: Rejection, source: str) -> HookEvent:
+def _reject_stub(raw: bytes, r: Rejection, source: str, agent: str = "claude_code") -> HookEvent:
     """The event recorded for refused input: the event name and session when it says them
     (printable, so a session's queries find it), payload {}."""
     m = _EVENT_NAME.search(raw[: 1 << 20])
     name = m.group(1).decode() if m and is_known(m.group(1).decode()) else "unknown"
     sid = _SESSION.search(raw[: 1 << 20])
     said = {"session_id": sid.group(1).decode()} if sid else {}
-    return new_event({"hook_event_name": name, **said}, raw="{}", source=source, rejected=r)
+    return new_event(
+        {"hook_event_name": name, **said}, raw="{}", source=source, rejected=r, agent=agent
+    )

@@ -178,6 +178,19 @@ SEALED_EXTRA_COLUMNS: tuple[tuple[str, Any, Getter, str], ...] = (
         f"CASE WHEN tool_name IS NOT NULL THEN {_str_at(_TOOL_INPUT, '$.url')} END",
     ),
     (
+        "agent",
+        pa.string(),
+        lambda o: o.event.agent,
+        "coalesce(json_extract_string(record, '$.event.agent'), 'claude_code')",
+    ),
+    (
+        "agent_tool",
+        pa.string(),
+        lambda o: o.event.agent_tool if o.event.agent_tool is not None else o.event.tool_name,
+        "coalesce(json_extract_string(record, '$.event.agent_tool'), "
+        "json_extract_string(record, '$.event.tool_name'))",
+    ),
+    (
         "n_runs",
         pa.int32(),
         lambda o: len(o.runs),

@@ -39,7 +39,7 @@ import msgspec
 
 from engine.errors import HookauditError, InvalidEvent, Unavailable
 from engine.failclosed import closed_answer, one_line, open_reason
-from engine.records import HookEvent, new_event
+from engine.records import HookEvent
 from ingest.emit import emitter as em
 from ingest.emit.answer import (
     Result,
@@ -50,7 +50,7 @@ from ingest.emit.answer import (
     reply_result,
 )
 from ingest.emit.publish import Publisher
-from ingest.emit.stdin import reject_stub, validate
+from ingest.emit.stdin import event_of, reject_stub, validate
 from ingest.protocol import Reply
 from ingest.relay.sock import Request, bind, encode_answer, peer, read_request, user_name
 from ingest.spool.store import Spool, has_pending
@@ -214,6 +214,7 @@ class Relay:
         return em.EmitOptions(
             target=self.target,
             source=req.source,
+            agent=req.agent,
             wait=req.wait,
             timeout=req.timeout,
             fail="closed" if req.fail == "closed" else "open",
@@ -224,19 +225,26 @@ class Relay:
         """What `hookaudit emit` would answer for this request, never raising."""
         opts = self._options(req)
         try:
-            payload, text = validate(req.body)
+            payload, text = validate(req.body, agent=opts.agent)
         except InvalidEvent as e:
             return await self._bad_input(req.body, opts, e)
         except Exception as e:
             return _internal(opts, e)
-        event = new_event(payload, raw=text, source=opts.source, user=user)
+        try:
+            event = event_of(payload, text, opts, user=user)
+        except InvalidEvent as e:
+            return await self._bad_input(req.body, opts, e)
         try:
             async with asyncio.timeout(opts.budget()):
                 result = await self._deliver(event, opts)
         except TimeoutError:
             why = f"delivery took longer than {opts.budget():.0f}s"
             result = fail_result(
-                event.event, opts.fail, f"no decision: {why}", status="no-decision"
+                event.event,
+                opts.fail,
+                f"no decision: {why}",
+                status="no-decision",
+                agent=opts.agent,
             )
         except Exception as e:  # as emit: a bug spools the event and answers per --fail
             why = f"internal error: {type(e).__name__}: {e}"
@@ -291,7 +299,11 @@ class Relay:
                 self._verify_key()
             except HookauditError as e:
                 return fail_result(
-                    event.event, opts.fail, f"no decision: {e}", status="no-decision"
+                    event.event,
+                    opts.fail,
+                    f"no decision: {e}",
+                    status="no-decision",
+                    agent=opts.agent,
                 )
             try:
                 got = await asyncio.wait_for(fut, max(0.0, opts.left()))  # due by then

@@ -62,9 +62,12 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     #: seconds the client process had already run when it asked (its start-up): the answer
     #: is due `timeout` after the client started, as Claude Code's hook timeout counts
     age: float = 0.0
+    #: the agent whose dialect the input and the answer speak (`engine.dialects`)
+    agent: str = "claude_code"
 
 
-_FIELDS = frozenset({"wait", "fail", "timeout", "source", "age"})
+_FIELDS = frozenset({"wait", "fail", "timeout", "source", "age", "agent"})
+_AGENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
 
 
 def decode_request(head: bytes, body: bytes) -> Request:
@@ -87,6 +90,9 @@ def decode_request(head: bytes, body: bytes) -> Request:
     timeout = float(fields["timeout"])
     if not 0 <= timeout < 86400:
         raise ValueError(f"timeout {timeout!r} out of range")
+    agent = fields.get("agent", "claude_code")
+    if not agent or len(agent) > 32 or not set(agent) <= _AGENT_CHARS:
+        raise ValueError(f"bad agent {agent[:40]!r}")
     age = float(fields.get("age", "0"))
     if not 0 <= age <= timeout + 1:
         age = 0.0  # a client's clock out of range counts from now
@@ -97,6 +103,7 @@ def decode_request(head: bytes, body: bytes) -> Request:
         source=fields["source"][:256],
         body=body,
         age=age,
+        agent=agent,
     )
 
 

@@ -1,0 +1,65 @@
+"""Every agent, the real binary, wired with `hookaudit wire` and held to one policy written
+as Claude Code settings (a python hook denying commands that contain `hookaudit-denied`):
+a denied command does not run and the model is told the policy's reason; an allowed one
+runs; each call is recorded as that agent's, with canonical names, its own tool name, and
+Pre and Post paired on one tool_use_id (derived where the agent gives none)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.agents.agents_support import deployment, outcomes
+from tests.agents.runners import run
+from tests.integration.relay_support import Stack
+
+pytestmark = pytest.mark.slow
+
+#: agent -> (its own shell tool name, the events a plain run records)
+EXPECTED = {
+    "codex": ("Bash", {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"}),
+    "gemini_cli": (
+        "run_shell_command",
+        {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"},
+    ),
+    "copilot_cli": ("Bash", {"SessionStart", "PreToolUse", "PostToolUse"}),
+    "qwen_code": ("run_shell_command", {"PreToolUse", "PostToolUse", "UserPromptSubmit"}),
+}
+AGENTS = list(EXPECTED)
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    yield from deployment(tmp_path)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_denied_command_does_not_run(agent: str, tmp_path: Path, stack: Stack) -> None:
+    marker = tmp_path / "ran"
+    r = run(agent, tmp_path, stack.data, f"touch {marker}; echo hookaudit-denied")
+    assert not marker.exists(), r.proc.stderr[-3000:]
+    assert r.results and any("policy: no hookaudit-denied" in x for x in r.results), (
+        r.results,
+        r.proc.stderr[-3000:],
+    )
+    rows = [x for x in outcomes(stack.data, agent) if x["event"] == "PreToolUse"]
+    own_tool = EXPECTED[agent][0]
+    assert [(x["agent_tool"], x["tool_name"], x["blocked"]) for x in rows] == [
+        (own_tool, "Bash", True)
+    ], rows
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_an_allowed_command_runs_and_is_recorded(agent: str, tmp_path: Path, stack: Stack) -> None:
+    marker = tmp_path / "ran"
+    r = run(agent, tmp_path, stack.data, f"touch {marker}")
+    assert marker.exists(), r.proc.stderr[-3000:]
+    rows = outcomes(stack.data, agent)
+    events = {x["event"] for x in rows}
+    assert EXPECTED[agent][1] <= events, events
+    pre = next(x for x in rows if x["event"] == "PreToolUse")
+    post = next(x for x in rows if x["event"] == "PostToolUse")
+    assert pre["tool_use_id"] and pre["tool_use_id"] == post["tool_use_id"]
+    assert not pre["blocked"] and pre["decided_by"] == "policy"

@@ -1,0 +1,175 @@
+"""Agents' dialects: each captured hook input (tests/fixtures/agents/, from the real
+binaries) normalises to a canonical event, every answer is one the agent obeys, and no
+input, however hostile, gets past as anything but InvalidEvent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.aggregate import Decision
+from engine.dialects.base import derived_id
+from engine.dialects.codex import patch_files
+from engine.dialects.registry import AGENTS, get
+from engine.errors import InvalidEvent
+from engine.payload import check_types
+from ingest.emit import fast
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
+CASES = [("codex", p) for p in sorted((FIXTURES / "codex-0.171.0").glob("*.json"))] + [
+    ("gemini_cli", p) for p in sorted((FIXTURES / "gemini-0.61.0").glob("*.json"))
+]
+GEMINI_MODEL_EVENTS = {"BeforeModel", "AfterModel", "BeforeToolSelection"}
+
+
+def test_the_fast_path_knows_every_agent() -> None:
+    assert fast.AGENTS == AGENTS
+
+
+@pytest.mark.parametrize(("agent", "path"), CASES, ids=lambda c: getattr(c, "stem", c))
+def test_every_captured_input_normalises_to_a_canonical_event(agent: str, path: Path) -> None:
+    payload = json.loads(path.read_text())
+    if agent == "gemini_cli" and path.stem in GEMINI_MODEL_EVENTS:
+        with pytest.raises(InvalidEvent, match="no Claude Code counterpart"):
+            get(agent).normalise(payload)
+        return
+    said = get(agent).normalise(payload)
+    check_types(said.payload)
+    assert said.agent_event == payload["hook_event_name"]
+    if "tool_name" in payload:
+        assert said.agent_tool == payload["tool_name"]
+        assert said.payload["tool_name"] == "Bash"  # every captured call ran a shell command
+        assert said.payload["tool_input"]["command"] == "echo hookaudit-probe"
+        assert isinstance(said.payload["tool_use_id"], str) and said.payload["tool_use_id"]
+
+
+def test_gemini_names_map_to_claude_codes() -> None:
+    g = get("gemini_cli")
+    pre = json.loads((FIXTURES / "gemini-0.61.0" / "BeforeTool.json").read_text())
+    post = json.loads((FIXTURES / "gemini-0.61.0" / "AfterTool.json").read_text())
+    a, b = g.normalise(pre), g.normalise(post)
+    assert (a.payload["hook_event_name"], b.payload["hook_event_name"]) == (
+        "PreToolUse",
+        "PostToolUse",
+    )
+    assert a.payload["tool_use_id"] == b.payload["tool_use_id"]  # Pre and Post pair up
+    write = g.normalise({**pre, "tool_name": "write_file",
+                         "tool_input": {"file_path": "/etc/x", "content": "y"}})  # fmt: skip
+    assert (write.payload["tool_name"], write.payload["tool_input"]["file_path"]) == (
+        "Write",
+        "/etc/x",
+    )
+    read = g.normalise(
+        {**pre, "tool_name": "read_file", "tool_input": {"absolute_path": "/etc/shadow"}}
+    )
+    assert read.payload["tool_input"] == {"file_path": "/etc/shadow"}
+    mcp = g.normalise({**pre, "tool_name": "mcp_gh_issue", "tool_input": {},
+                       "mcp_context": {"server_name": "gh", "tool_name": "issue"}})  # fmt: skip
+    assert mcp.payload["tool_name"] == "mcp__gh__issue"
+    fetch = g.normalise({**pre, "tool_name": "web_fetch",
+                         "tool_input": {"prompt": "summarise https://evil.example/x please"}})  # fmt: skip
+    assert fetch.payload["tool_input"]["url"] == "https://evil.example/x"
+
+
+def test_codex_apply_patch_is_the_file_operation_it_performs() -> None:
+    c = get("codex")
+    pre = json.loads((FIXTURES / "codex-0.171.0" / "PreToolUse.json").read_text())
+    add = "*** Begin Patch\n*** Add File: new.py\n+x\n*** End Patch\n"
+    both = "*** Begin Patch\n*** Add File: a.py\n+x\n*** Update File: /etc/passwd\n@@\n-a\n+b\n*** End Patch\n"
+    one = c.normalise({**pre, "tool_name": "apply_patch", "tool_input": {"command": add}})
+    assert (one.payload["tool_name"], one.payload["tool_input"]["file_path"]) == ("Write", "new.py")
+    two = c.normalise({**pre, "tool_name": "apply_patch", "tool_input": {"command": both}})
+    assert two.payload["tool_name"] == "Edit"
+    assert two.payload["tool_input"]["file_paths"] == ["a.py", "/etc/passwd"]
+    assert two.agent_tool == "apply_patch"
+    assert patch_files("*** Update File: a\n*** Move to: b\n") == [("Update", "a"), ("Move", "b")]
+
+
+DENY = Decision(blocked=True, decision="deny", reason="no")
+
+
+@pytest.mark.parametrize(
+    ("agent", "decision", "expected"),
+    [
+        ("codex", DENY, ("", "no", 2)),
+        ("codex", Decision(decision="ask", reason="sure?"), None),
+        ("codex", Decision(decision="allow", updated_input={"command": "x"}), None),
+        ("codex", Decision(decision="allow"), ("", "", 0)),
+        ("codex", Decision(), ("", "", 0)),
+        ("gemini_cli", DENY, ('{"decision":"deny","reason":"no"}', "", 0)),
+        ("gemini_cli", Decision(decision="allow"), ("", "", 0)),
+        ("gemini_cli", Decision(decision="ask"), None),
+    ],
+)
+def test_pre_tool_use_answers(agent: str, decision: Decision, expected: tuple | None) -> None:
+    said = get(agent).express("PreToolUse", decision)
+    if expected is not None:
+        assert (said.stdout, said.stderr, said.exit_code) == expected
+    else:  # what the agent cannot do is blocked, saying why
+        blocking = said.exit_code == 2 or json.loads(said.stdout or "{}").get("decision") == "deny"
+        assert blocking and "blocked" in (said.stderr + said.stdout), said
+
+
+@pytest.mark.parametrize("agent", ["codex", "gemini_cli"])
+@pytest.mark.parametrize("event", ["PreToolUse", "UserPromptSubmit", "Stop"])
+def test_without_a_decision_the_answer_blocks_with_no_json(agent: str, event: str) -> None:
+    said = get(agent).block(event, "worker down")
+    # exit 2 with the reason on stderr and nothing on stdout: Codex and Gemini CLI both block
+    assert (said.stdout, said.exit_code) == ("", 2) and "worker down" in said.stderr
+
+
+def test_gemini_blocks_on_its_own_event_names_and_on_unknown_ones() -> None:
+    g = get("gemini_cli")
+    assert g.block("BeforeTool", "x").exit_code == 2
+    assert g.block("SomethingNew", "x").exit_code == 2
+    assert g.block("SessionStart", "x").exit_code == 0
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=4)
+    ),
+    max_leaves=20,
+)
+_names = st.sampled_from(
+    ["BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent", "SessionStart", "PreToolUse",
+     "PostToolUse", "Stop", "BeforeModel", "", "x" * 200]
+)  # fmt: skip
+_tools = st.sampled_from(
+    ["run_shell_command", "apply_patch", "write_file", "read_file", "web_fetch", "Bash", "mcp_x_y"]
+) | st.text(max_size=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    agent=st.sampled_from(["codex", "gemini_cli"]),
+    name=_names,
+    tool=_tools,
+    tool_input=_json,
+    extra=st.dictionaries(st.text(max_size=12), _json, max_size=5),
+)
+def test_hostile_input_is_invalid_or_canonical(
+    agent: str, name: str, tool: str, tool_input: Any, extra: dict[str, Any]
+) -> None:
+    payload = {**extra, "hook_event_name": name, "session_id": "s", "tool_name": tool,
+               "tool_input": tool_input}  # fmt: skip
+    try:
+        said = get(agent).normalise(payload)
+        check_types(said.payload)
+    except InvalidEvent:
+        return
+    assert isinstance(said.payload["tool_name"], str)
+    assert said.agent_event == name
+
+
+def test_derived_ids_are_stable_and_distinct() -> None:
+    assert derived_id("s", "Bash", {"command": "a"}) == derived_id("s", "Bash", {"command": "a"})
+    assert derived_id("s", "Bash", {"command": "a"}) != derived_id("s", "Bash", {"command": "b"})
+    assert derived_id("s", "Bash", {"a": 1, "b": 2}) == derived_id("s", "Bash", {"b": 2, "a": 1})
+    assert derived_id("s", "Bash", {"x": float("inf")}).startswith("ha-")

@@ -1,0 +1,93 @@
+"""`hookaudit wire AGENT`: merged with what is there, idempotent, --print writes nothing,
+and a bad configuration file is one line naming it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wire(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKAUDIT_")}
+    return subprocess.run(
+        [sys.executable, "-m", "hookaudit", "wire", *args],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("agent", "rel", "event"),
+    [
+        ("codex", ".codex/hooks.json", "PreToolUse"),
+        ("gemini-cli", ".gemini/settings.json", "BeforeTool"),
+    ],
+)
+def test_wiring_keeps_the_users_hooks_and_is_idempotent(
+    tmp_path: Path, agent: str, rel: str, event: str
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    conf = tmp_path / "home" / rel
+    conf.parent.mkdir(parents=True)
+    mine = {"matcher": "x", "hooks": [{"type": "command", "command": "my-own-guard"}]}
+    conf.write_text(json.dumps({"other": 1, "hooks": {event: [mine]}}))
+    args = (agent, "--data-dir", str(data), "--home", str(tmp_path / "home"))
+    first = wire(*args)
+    assert first.returncode == 0, first.stderr
+    once = conf.read_text()
+    again = wire(*args)
+    assert again.returncode == 0 and conf.read_text() == once
+    doc = json.loads(once)
+    assert doc["other"] == 1
+    groups = doc["hooks"][event]
+    assert groups[0] == mine and len(groups) == 2
+    command = groups[1]["hooks"][0]["command"]
+    assert f"emit --agent {agent.replace('-', '_')} --data-dir {data}" in command
+    assert "--wait" in command and "--fail closed" in command
+
+
+def test_print_writes_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    p = wire("codex", "--data-dir", str(data), "--home", str(tmp_path), "--print")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"# {tmp_path / '.codex' / 'hooks.json'}\n")
+    assert json.loads(p.stdout.split("\n", 1)[1])["hooks"]["PreToolUse"]
+    assert not (tmp_path / ".codex").exists()
+
+
+@pytest.mark.parametrize(
+    "content", ["{not json", "[]", '{"hooks": []}', '{"hooks": {"PreToolUse": 3}}']
+)
+def test_a_bad_configuration_is_one_line_naming_it(tmp_path: Path, content: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    conf = tmp_path / ".codex" / "hooks.json"
+    conf.parent.mkdir()
+    conf.write_text(content)
+    p = wire("codex", "--data-dir", str(data), "--home", str(tmp_path))
+    assert p.returncode == 1
+    assert len(p.stderr.splitlines()) == 1 and str(conf) in p.stderr, p.stderr
+    assert conf.read_text() == content  # nothing already there is lost
+
+
+def test_a_fifo_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    conf = tmp_path / ".gemini" / "settings.json"
+    conf.parent.mkdir()
+    os.mkfifo(conf)
+    p = wire("gemini_cli", "--data-dir", str(data), "--home", str(tmp_path))
+    assert p.returncode == 1 and str(conf) in p.stderr
+
+
+def test_a_missing_data_dir_is_an_error(tmp_path: Path) -> None:
+    p = wire("codex", "--data-dir", str(tmp_path / "nope"), "--home", str(tmp_path))
+    assert p.returncode != 0 and "no such data dir" in p.stderr
