@@ -27,6 +27,7 @@ from types import TracebackType
 
 __all__ = [
     "armed",
+    "cline_cancel",
     "closed_answer",
     "closed_reason",
     "exit_now",
@@ -37,6 +38,16 @@ __all__ = [
 
 #: The program name of a process whose hook fails closed (set by `guard_process`).
 _ARMED: list[str] = []
+#: The agent whose hook this process is (set by `guard_process`): Cline obeys no exit code,
+#: only its JSON, so its closed answer carries that too.
+_AGENT: list[str] = []
+
+
+def cline_cancel(reason: str) -> str:
+    """Cline's only blocking answer (`engine.dialects.cline.cancel`; stdlib here)."""
+    import json
+
+    return json.dumps({"cancel": True, "errorMessage": reason}, separators=(",", ":"))
 
 
 def armed() -> str | None:
@@ -80,8 +91,14 @@ def open_reason(reason: str, prog: str = "hookaudit emit") -> str:
 
 
 def closed_answer(reason: str, prog: str = "hookaudit") -> tuple[str, str, int]:
-    """(stdout, stderr, exit code) of a hook that blocks because it fails closed."""
-    return "", closed_reason(reason, prog), 2
+    """(stdout, stderr, exit code) of a hook that blocks because it fails closed: exit 2 and
+    the reason on stderr, which every agent but Cline obeys; for Cline, its cancel on exit 0
+    (it reads no exit code, and the hook file `hookaudit wire cline` writes adds its own
+    cancel when hookaudit exits non-zero without one)."""
+    why = closed_reason(reason, prog)
+    if _AGENT and _AGENT[-1] == "cline":
+        return cline_cancel(why), why, 0
+    return "", why, 2
 
 
 def _write(stream: object, text: str, exact: bool = False) -> None:
@@ -105,7 +122,7 @@ def exit_now(stdout: str, stderr: str, code: int) -> None:
     os._exit(code)
 
 
-def guard_process(prog: str, *, closed: bool) -> None:
+def guard_process(prog: str, *, closed: bool, agent: str = "claude_code") -> None:
     """Install the last-resort handler: an uncaught exception becomes one line, and
     exit 2 (blocked) when the hook fails closed, else exit 1.
 
@@ -119,5 +136,6 @@ def guard_process(prog: str, *, closed: bool) -> None:
         exit_now("", f"{prog}: internal error: {one_line(exc)}", 1)
 
     sys.excepthook = hook
+    _AGENT.append(agent)
     if closed:
         _ARMED.append(prog)

@@ -80,6 +80,13 @@ def _fails_closed(args: Sequence[str]) -> bool:
     return False
 
 
+def _for_cline(args: Sequence[str]) -> bool:
+    for i, a in enumerate(args):
+        if a == "--agent=cline" or (a == "--agent" and args[i + 1 : i + 2] == ["cline"]):
+            return True
+    return False
+
+
 class _HookCommand(click.Command):
     """A command run by an agent: a usage error must not block it unless it fails closed.
 
@@ -93,7 +100,13 @@ class _HookCommand(click.Command):
             return super().parse_args(ctx, args)
         except click.UsageError as e:
             mode = "blocking: --fail closed" if closed else "ignored: --fail open"
-            click.echo(f"hookaudit emit: usage error: {e.format_message()} ({mode})", err=True)
+            line = f"hookaudit emit: usage error: {e.format_message()} ({mode})"
+            click.echo(line, err=True)
+            if closed and _for_cline(args):  # Cline obeys its cancel only, on any exit code
+                from engine.failclosed import cline_cancel
+
+                click.echo(cline_cancel(line))
+                ctx.exit(0)
             ctx.exit(2 if closed else 0)
             raise  # unreachable: ctx.exit raises
 
@@ -167,9 +180,10 @@ def emit(source: str, agent: str, wait: bool, timeout: float, fail: str, **kw: A
 
     closed = fail == "closed"
     # Whatever escapes below (even at exit) blocks when failing closed, never exit 1.
-    guard_process("hookaudit emit", closed=closed)
+    agent = agent.replace("-", "_").lower()
+    guard_process("hookaudit emit", closed=closed, agent=agent)
     try:
-        result = _run(source, agent.replace("-", "_").lower(), wait, timeout, fail, kw)
+        result = _run(source, agent, wait, timeout, fail, kw)
     except Exception as e:  # a bug must not block the agent unless it asked for closed
         why = f"internal error: {one_line(e)}"
         if closed:

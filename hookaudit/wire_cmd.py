@@ -15,7 +15,8 @@ from ingest.wire.agents import LAYOUTS
 
 __all__ = ["wire_cmd"]
 
-_NAMES = sorted({*LAYOUTS, *(a.replace("_", "-") for a in LAYOUTS)})
+_AGENTS = (*LAYOUTS, "cline")
+_NAMES = sorted({*_AGENTS, *(a.replace("_", "-") for a in _AGENTS)})
 
 
 @click.command("wire")
@@ -42,9 +43,11 @@ def wire_cmd(
     """Send every hook event of AGENT to hookaudit for --data-dir, enforcing and fail-closed.
 
     Writes the agent's own hook configuration (Codex: .codex/hooks.json; Gemini CLI:
-    .gemini/settings.json), merged with the hooks already there: nothing of yours is
-    dropped, and wiring again changes nothing. Tool calls and prompts wait for the
-    policy's decision (`emit --wait --fail closed`); the other events are recorded.
+    .gemini/settings.json; Copilot CLI: .copilot/hooks/hookaudit.json; Qwen Code:
+    .qwen/settings.json; Cline: a file per event in .cline/hooks/), merged with the hooks
+    already there: nothing of yours is dropped, and wiring again changes nothing. Tool calls
+    and prompts wait for the policy's decision (`emit --wait --fail closed`); the other
+    events are recorded.
 
     \b
     Example:
@@ -64,6 +67,9 @@ def wire_cmd(
     agent = agent.lower().replace("-", "_")
     if home is not None and project is not None:
         raise click.UsageError("--home and --project: give one")
+    if agent == "cline":
+        _wire_cline(data_dir, home, project, print_only)
+        return
     path = config_path(agent, home=home, project=project)
     try:
         existing = read_config(path)
@@ -89,3 +95,32 @@ def wire_cmd(
     click.echo(f"wired {agent}: {', '.join(events)} -> hookaudit ({data_dir.resolve()})")
     click.echo(f"  in {path}")
     click.echo(f"note: {LAYOUTS[agent].notes}")
+
+
+def _wire_cline(data_dir: Path, home: Path | None, project: Path | None, print_only: bool) -> None:
+    from ingest.wire.agents import (
+        CLINE_NOTES,
+        WireError,
+        cline_dir,
+        cline_files,
+        hookaudit_command,
+        write_files,
+    )
+
+    folder = cline_dir(home=home, project=project)
+    try:
+        files = cline_files(folder, data_dir=data_dir.resolve(), hookaudit=hookaudit_command())
+        if print_only:
+            for path, text in files.items():
+                click.echo(f"# {path}")
+                click.echo(text, nl=False)
+            return
+        write_files(files)
+    except WireError as e:
+        fail(str(e))
+        return
+    click.echo(
+        f"wired cline: {', '.join(p.name for p in files)} -> hookaudit ({data_dir.resolve()})"
+    )
+    click.echo(f"  in {folder}")
+    click.echo(f"note: {CLINE_NOTES}")

@@ -69,7 +69,7 @@ ENV_RELAY_UID = "HOOKAUDIT_RELAY_UID"
 #: As `engine.payload.MAX_EVENT_BYTES` (a unit test checks they agree).
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 #: the agents `--agent` names (`engine.dialects.registry.AGENTS`; a test holds them equal)
-AGENTS = ("claude_code", "codex", "gemini_cli", "copilot_cli", "qwen_code")
+AGENTS = ("claude_code", "codex", "gemini_cli", "copilot_cli", "qwen_code", "cline")
 REQUEST_MAGIC = b"HAE1"
 ANSWER_MAGIC = b"HAR1"
 #: Past the relay's own bounds (publish, spool, notice), how long to wait for it.
@@ -368,10 +368,21 @@ def _fail(a: Args, reason: str) -> None:
         from engine.failclosed import closed_reason, open_reason
     except Exception as e:  # a broken install must not open a closed gate
         reason = f"{reason} (and cannot load hookaudit: {type(e).__name__})"
+        if a.fail == "closed" and a.agent == "cline":
+            _write(1, b'{"cancel":true,"errorMessage":"hookaudit emit: cannot load hookaudit"}')
+            _write(2, f"hookaudit emit: {reason}".encode("utf-8", "replace"))
+            os._exit(0)
         _write(2, f"hookaudit emit: {reason}".encode("utf-8", "replace"))
         os._exit(2 if a.fail == "closed" else 0)
     if a.fail == "closed":
-        _write(2, closed_reason(reason).encode("utf-8", "replace"))
+        why = closed_reason(reason)
+        if a.agent == "cline":  # Cline obeys no exit code: only its cancel blocks
+            from engine.failclosed import cline_cancel
+
+            _write(1, cline_cancel(why).encode("utf-8", "replace"))
+            _write(2, why.encode("utf-8", "replace"))
+            os._exit(0)
+        _write(2, why.encode("utf-8", "replace"))
         os._exit(2)
     _write(2, open_reason(reason).encode("utf-8", "replace"))
     os._exit(0)

@@ -94,6 +94,7 @@ def deployment(root: Path) -> Iterator[Stack]:
     stack.start_worker()
     try:
         stack.wait_decided()
+        stack.start_relay()  # the agents' hooks reach hookaudit through its unix socket
         yield stack
     finally:
         stack.stop()

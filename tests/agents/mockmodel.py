@@ -19,7 +19,9 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-SHELL_TOOLS = ("exec_command", "shell_command", "shell", "run_shell_command", "bash", "Bash")
+SHELL_TOOLS = (
+    "exec_command", "shell_command", "shell", "run_shell_command", "bash", "Bash", "run_commands",
+)  # fmt: skip
 
 
 def _tools(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -46,6 +48,8 @@ def _shell_call(body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
             props = (tools[name] or {}).get("properties") or {}
             if "cmd" in props:
                 return name, {"cmd": cmd}
+            if "commands" in props:
+                return name, {"commands": [cmd]}
             args: dict[str, Any] = {"command": cmd}
             if "description" in props:
                 args["description"] = "probe"

@@ -3,20 +3,30 @@
 `run(agent, root, data, command)` sets up the agent's home (its model provider pointed at
 the mock, hookaudit wired with `hookaudit wire`), asks it to run one shell command, and
 returns the process and what the agent sent back to the model as the tool's result.
+
+The agent runs in a network namespace with loopback only (`netns.py`), its model beside
+it; its hooks reach hookaudit through the relay's unix socket.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.agents.agents_support import HERE, Model, agent_env, binary, start_model, wire
+from tests.agents.agents_support import HERE, agent_env, binary, free_port, wire
 
 PROMPT = "run the probe command"
+
+
+@dataclass
+class Model:
+    port: int
 
 
 @dataclass
@@ -96,6 +106,33 @@ def _qwen(home: Path, work: Path, model: Model) -> tuple[list[str], dict[str, st
     }
 
 
+def _cline(home: Path, work: Path, model: Model) -> tuple[list[str], dict[str, str]]:
+    cline = str(binary("cline"))
+    script = (
+        f'"$0" auth -p openai -k dummy -m mock-model -b http://127.0.0.1:{model.port}/v1 '
+        '>/dev/null && exec "$0" --json "$1"'
+    )
+    return ["sh", "-c", script, cline, PROMPT], {}
+
+
+def stop_cline_daemons(home: Path) -> None:
+    """Cline leaves a hub daemon running after a headless run: stop the ones of `home`."""
+    import os
+    import signal
+
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"cline" in cmd and f"HOME={home}\0".encode() in env + b"\0":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
 #: agent -> (setup returning argv and env, reader of tool results, user settings kept by wire)
 AGENTS: dict[
     str,
@@ -117,6 +154,7 @@ AGENTS: dict[
         _chat_results,
         (".qwen/settings.json", {"general": {"disableAutoUpdate": True}}),
     ),
+    "cline": (_cline, _chat_results, None),
 }
 
 
@@ -133,13 +171,15 @@ def run(agent: str, root: Path, data: Path, command: str) -> Run:
     if kept is not None:  # what the user had is still there
         doc = json.loads((home / kept[0]).read_text())
         assert all(doc[k] == v for k, v in kept[1].items()), doc
-    model = start_model(root, command)
-    try:
-        argv, extra = setup(home, work, model)
-        proc = subprocess.run(
-            argv, cwd=work, env=agent_env(home, **extra), capture_output=True, text=True,
-            timeout=240, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        return Run(proc, results(model.requests()))
-    finally:
-        model.stop()
+    model = Model(free_port())
+    log = root / "model.jsonl"
+    argv, extra = setup(home, work, model)
+    proc = subprocess.run(
+        ["unshare", "-n", sys.executable, str(HERE / "netns.py"), str(model.port), str(log),
+         command, "--", *argv],
+        cwd=work, env=agent_env(home, **extra), capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    if agent == "cline":
+        stop_cline_daemons(home)
+    requests = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    return Run(proc, results(requests))

@@ -26,7 +26,10 @@ EXPECTED = {
     ),
     "copilot_cli": ("Bash", {"SessionStart", "PreToolUse", "PostToolUse"}),
     "qwen_code": ("run_shell_command", {"PreToolUse", "PostToolUse", "UserPromptSubmit"}),
+    "cline": ("run_commands", {"SessionStart", "PreToolUse", "PostToolUse", "Stop"}),
 }
+#: Cline's only block ends the task: the model is never told, the run ends "aborted".
+ENDS_THE_TASK = {"cline"}
 AGENTS = list(EXPECTED)
 
 
@@ -40,10 +43,13 @@ def test_a_denied_command_does_not_run(agent: str, tmp_path: Path, stack: Stack)
     marker = tmp_path / "ran"
     r = run(agent, tmp_path, stack.data, f"touch {marker}; echo hookaudit-denied")
     assert not marker.exists(), r.proc.stderr[-3000:]
-    assert r.results and any("policy: no hookaudit-denied" in x for x in r.results), (
-        r.results,
-        r.proc.stderr[-3000:],
-    )
+    if agent in ENDS_THE_TASK:
+        assert r.results == [] and '"finishReason":"aborted"' in r.proc.stdout, r.proc.stdout
+    else:
+        assert r.results and any("policy: no hookaudit-denied" in x for x in r.results), (
+            r.results,
+            r.proc.stderr[-3000:],
+        )
     rows = [x for x in outcomes(stack.data, agent) if x["event"] == "PreToolUse"]
     own_tool = EXPECTED[agent][0]
     assert [(x["agent_tool"], x["tool_name"], x["blocked"]) for x in rows] == [
