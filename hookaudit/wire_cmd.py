@@ -15,7 +15,7 @@ from ingest.wire.agents import LAYOUTS
 
 __all__ = ["wire_cmd"]
 
-_AGENTS = (*LAYOUTS, "cline")
+_AGENTS = (*LAYOUTS, "opencode", "cline")
 _NAMES = sorted({*_AGENTS, *(a.replace("_", "-") for a in _AGENTS)})
 
 
@@ -44,7 +44,8 @@ def wire_cmd(
 
     Writes the agent's own hook configuration (Codex: .codex/hooks.json; Gemini CLI:
     .gemini/settings.json; Copilot CLI: .copilot/hooks/hookaudit.json; Qwen Code:
-    .qwen/settings.json; Cline: a file per event in .cline/hooks/), merged with the hooks
+    .qwen/settings.json; OpenCode: a plugin in .config/opencode/plugin/; Cline: a file per
+    event in .cline/hooks/), merged with the hooks
     already there: nothing of yours is dropped, and wiring again changes nothing. Tool calls
     and prompts wait for the policy's decision (`emit --wait --fail closed`); the other
     events are recorded.
@@ -69,6 +70,9 @@ def wire_cmd(
         raise click.UsageError("--home and --project: give one")
     if agent == "cline":
         _wire_cline(data_dir, home, project, print_only)
+        return
+    if agent == "opencode":
+        _wire_opencode(data_dir, home, project, print_only)
         return
     path = config_path(agent, home=home, project=project)
     try:
@@ -124,3 +128,32 @@ def _wire_cline(data_dir: Path, home: Path | None, project: Path | None, print_o
     )
     click.echo(f"  in {folder}")
     click.echo(f"note: {CLINE_NOTES}")
+
+
+def _wire_opencode(
+    data_dir: Path, home: Path | None, project: Path | None, print_only: bool
+) -> None:
+    from ingest.wire.agents import WireError, hookaudit_argv, write_files
+    from ingest.wire.opencode import MARK, plugin, plugin_path
+
+    path = plugin_path(home=home, project=project)
+    text = plugin(hookaudit_argv(), data_dir.resolve())
+    if print_only:
+        click.echo(f"// {path}")
+        click.echo(text, nl=False)
+        return
+    try:
+        if path.exists() and MARK not in path.read_text(errors="replace"):
+            raise WireError(f"{path}: a plugin that is not hookaudit's is there; merge it by hand")
+        write_files({path: text})
+    except (WireError, OSError) as e:
+        fail(str(e))
+        return
+    click.echo(
+        f"wired opencode: tool.execute.before/after, chat.message, session events -> hookaudit ({data_dir.resolve()})"
+    )
+    click.echo(f"  in {path}")
+    click.echo(
+        "note: OpenCode loads every plugin in ~/.config/opencode/plugin/ and the project's "
+        ".opencode/plugin/; a denied call does not run and the model gets the reason."
+    )

@@ -6,7 +6,7 @@ Example:
     >>> get("cursor")
     Traceback (most recent call last):
     ...
-    engine.dialects.base.UnknownAgent: unknown agent 'cursor' (known: claude_code, codex, gemini_cli, copilot_cli, qwen_code, cline)
+    engine.dialects.base.UnknownAgent: unknown agent 'cursor' (known: claude_code, codex, gemini_cli, copilot_cli, qwen_code, opencode, cline)
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ _WHERE = {
     "gemini_cli": "engine.dialects.gemini_cli:GeminiCli",
     "copilot_cli": "engine.dialects.copilot_cli:CopilotCli",
     "qwen_code": "engine.dialects.qwen_code:QwenCode",
+    "opencode": "engine.dialects.opencode:OpenCode",
     "cline": "engine.dialects.cline:Cline",
 }
 AGENTS = tuple(_WHERE)

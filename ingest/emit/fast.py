@@ -69,7 +69,9 @@ ENV_RELAY_UID = "HOOKAUDIT_RELAY_UID"
 #: As `engine.payload.MAX_EVENT_BYTES` (a unit test checks they agree).
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 #: the agents `--agent` names (`engine.dialects.registry.AGENTS`; a test holds them equal)
-AGENTS = ("claude_code", "codex", "gemini_cli", "copilot_cli", "qwen_code", "cline")
+AGENTS = (
+    "claude_code", "codex", "gemini_cli", "copilot_cli", "qwen_code", "opencode", "cline",
+)  # fmt: skip
 REQUEST_MAGIC = b"HAE1"
 ANSWER_MAGIC = b"HAR1"
 #: Past the relay's own bounds (publish, spool, notice), how long to wait for it.

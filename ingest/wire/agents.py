@@ -29,7 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LAYOUTS", "Layout", "WireError", "config_path", "hookaudit_command", "plan", "write"]
+__all__ = [
+    "LAYOUTS",
+    "Layout",
+    "WireError",
+    "config_path",
+    "hookaudit_argv",
+    "hookaudit_command",
+    "plan",
+    "write",
+]
 
 WAIT_TIMEOUT = 10  # emit --timeout: the worker's decision, in seconds
 HOOK_TIMEOUT = 15  # the agent's timeout for the hook, in seconds: above emit's own
@@ -151,6 +160,17 @@ def hookaudit_command() -> str:
     if found:
         return shlex.quote(found)
     return f"{shlex.quote(sys.executable)} -m hookaudit"
+
+
+def hookaudit_argv() -> list[str]:
+    """`hookaudit_command` as an argv (for a hook that runs no shell)."""
+    beside = Path(sys.executable).with_name("hookaudit")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
+    found = shutil.which("hookaudit")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "hookaudit"]
 
 
 def config_path(agent: str, *, home: Path | None, project: Path | None) -> Path:

@@ -106,6 +106,34 @@ def _qwen(home: Path, work: Path, model: Model) -> tuple[list[str], dict[str, st
     }
 
 
+def _opencode(home: Path, work: Path, model: Model) -> tuple[list[str], dict[str, str]]:
+    (work / "opencode.json").write_text(json.dumps({
+        "autoupdate": False, "share": "disabled", "model": "mock/mock-model",
+        "small_model": "mock/mock-model",
+        "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
+                              "options": {"baseURL": f"http://127.0.0.1:{model.port}/v1",
+                                          "apiKey": "dummy"},
+                              "models": {"mock-model": {"name": "mock-model", "tool_call": True}}}},
+        "permission": {"bash": "allow", "edit": "allow", "webfetch": "allow",
+                       "external_directory": "allow"},
+    }))  # fmt: skip
+    # With a plugin present OpenCode npm-installs @opencode-ai/plugin into its config dirs;
+    # with no network npm retries for ~70 s. The test's npm gives up at once (the plugin
+    # hookaudit writes needs nothing installed).
+    (home / ".npmrc").write_text("fetch-retries=0\nfetch-timeout=2000\n")
+    return [str(binary("opencode")), "run", PROMPT], {
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "PWD": str(work),  # OpenCode takes $PWD over its real working directory
+    }
+
+
 def _cline(home: Path, work: Path, model: Model) -> tuple[list[str], dict[str, str]]:
     cline = str(binary("cline"))
     script = (
@@ -154,6 +182,7 @@ AGENTS: dict[
         _chat_results,
         (".qwen/settings.json", {"general": {"disableAutoUpdate": True}}),
     ),
+    "opencode": (_opencode, _chat_results, None),
     "cline": (_cline, _chat_results, None),
 }
 

@@ -26,6 +26,7 @@ EXPECTED = {
     ),
     "copilot_cli": ("Bash", {"SessionStart", "PreToolUse", "PostToolUse"}),
     "qwen_code": ("run_shell_command", {"PreToolUse", "PostToolUse", "UserPromptSubmit"}),
+    "opencode": ("bash", {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"}),
     "cline": ("run_commands", {"SessionStart", "PreToolUse", "PostToolUse", "Stop"}),
 }
 #: Cline's only block ends the task: the model is never told, the run ends "aborted".

@@ -48,6 +48,44 @@ def test_every_captured_input_normalises_to_a_canonical_event(agent: str, path: 
         assert isinstance(said.payload["tool_use_id"], str) and said.payload["tool_use_id"]
 
 
+OPENCODE_HOOKS = {
+    "tool.execute.before.json": "tool.execute.before",
+    "tool.execute.after.json": "tool.execute.after",
+    "chat.message.json": "chat.message",
+    "event_session.created.json": "session.created",
+    "event_session.idle.json": "session.idle",
+}
+
+
+@pytest.mark.parametrize(("name", "hook"), sorted(OPENCODE_HOOKS.items()))
+def test_opencode_hook_arguments_normalise(name: str, hook: str) -> None:
+    """The plugin sends each hook's (input, output) as OpenCode passed them (captured)."""
+    captured = json.loads((FIXTURES / "opencode-1.18.33" / name).read_text())
+    said = get("opencode").normalise({"hook_event_name": hook, **captured, "directory": "/w"})
+    check_types(said.payload)
+    assert said.payload["cwd"] == "/w" and said.payload["session_id"].startswith("ses_")
+    if hook.startswith("tool."):
+        assert (said.agent_tool, said.payload["tool_name"]) == ("bash", "Bash")
+        assert said.payload["tool_input"] == {"command": "echo hookaudit-probe"}
+        assert said.payload["tool_use_id"] == "call_ff19df32"
+    if hook == "chat.message":
+        assert "run the probe command" in said.payload["prompt"]
+
+
+def test_cline_batches_are_read_whole() -> None:
+    pre = json.loads((FIXTURES / "cline-3.0.65" / "PreToolUse.json").read_text())
+    c = get("cline")
+    two = {**pre, "tool_call": {"id": "c1", "name": "run_commands",
+                                "input": {"commands": ["ls", "rm -rf /"]}}}  # fmt: skip
+    said = c.normalise(two)
+    assert said.payload["tool_input"]["command"] == "ls\nrm -rf /"
+    files = {**pre, "tool_call": {"id": "c2", "name": "read_files",
+                                  "input": {"files": [{"path": "a"}, {"path": "/etc/shadow"}]}}}  # fmt: skip
+    assert c.normalise(files).payload["tool_input"]["file_paths"] == ["a", "/etc/shadow"]
+    assert c.express("PreToolUse", DENY).stdout == '{"cancel":true,"errorMessage":"no"}'
+    assert c.block("PreToolUse", "down").stdout.startswith('{"cancel":true')
+
+
 def test_gemini_names_map_to_claude_codes() -> None:
     g = get("gemini_cli")
     pre = json.loads((FIXTURES / "gemini-0.61.0" / "BeforeTool.json").read_text())
@@ -115,11 +153,11 @@ def test_pre_tool_use_answers(agent: str, decision: Decision, expected: tuple | 
         assert blocking and "blocked" in (said.stderr + said.stdout), said
 
 
-@pytest.mark.parametrize("agent", ["codex", "gemini_cli"])
+@pytest.mark.parametrize("agent", ["codex", "gemini_cli", "copilot_cli", "qwen_code"])
 @pytest.mark.parametrize("event", ["PreToolUse", "UserPromptSubmit", "Stop"])
 def test_without_a_decision_the_answer_blocks_with_no_json(agent: str, event: str) -> None:
     said = get(agent).block(event, "worker down")
-    # exit 2 with the reason on stderr and nothing on stdout: Codex and Gemini CLI both block
+    # exit 2 with the reason on stderr and nothing on stdout: each of these agents blocks on it
     assert (said.stdout, said.exit_code) == ("", 2) and "worker down" in said.stderr
 
 
@@ -139,33 +177,51 @@ _json = st.recursive(
 )
 _names = st.sampled_from(
     ["BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent", "SessionStart", "PreToolUse",
-     "PostToolUse", "Stop", "BeforeModel", "", "x" * 200]
+     "PostToolUse", "Stop", "BeforeModel", "preToolUse", "permissionRequest", "tool_call",
+     "tool_result", "agent_start", "tool.execute.before", "tool.execute.after", "chat.message",
+     "session.idle", "", "x" * 200]
 )  # fmt: skip
 _tools = st.sampled_from(
-    ["run_shell_command", "apply_patch", "write_file", "read_file", "web_fetch", "Bash", "mcp_x_y"]
-) | st.text(max_size=30)
+    ["run_shell_command", "apply_patch", "write_file", "read_file", "web_fetch", "Bash", "bash",
+     "mcp_x_y", "run_commands", "read_files", "editor", "edit"]
+) | st.text(max_size=30)  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(
-    agent=st.sampled_from(["codex", "gemini_cli"]),
+    agent=st.sampled_from([a for a in AGENTS if a != "claude_code"]),
     name=_names,
     tool=_tools,
     tool_input=_json,
     extra=st.dictionaries(st.text(max_size=12), _json, max_size=5),
+    shape=st.sampled_from(["claude", "camel", "cline", "opencode"]),
 )
 def test_hostile_input_is_invalid_or_canonical(
-    agent: str, name: str, tool: str, tool_input: Any, extra: dict[str, Any]
+    agent: str, name: str, tool: str, tool_input: Any, extra: dict[str, Any], shape: str
 ) -> None:
-    payload = {**extra, "hook_event_name": name, "session_id": "s", "tool_name": tool,
-               "tool_input": tool_input}  # fmt: skip
+    """Whatever an agent's hook is given, normalising it ends in a canonical event the
+    engine accepts, or in InvalidEvent (which emit answers with the agent's block)."""
+    payload: dict[str, Any] = {**extra}
+    if shape == "claude":
+        payload.update(hook_event_name=name, session_id="s", tool_name=tool, tool_input=tool_input)
+    elif shape == "camel":
+        payload.update(hookName=name, sessionId="s", toolName=tool, toolArgs=tool_input)
+    elif shape == "cline":
+        payload.update(
+            hookName=name, taskId="t", tool_call={"id": "c", "name": tool, "input": tool_input}
+        )
+    else:
+        payload.update(hook_event_name=name, input={"tool": tool, "sessionID": "s", "callID": "c"},
+                       output={"args": tool_input})  # fmt: skip
     try:
         said = get(agent).normalise(payload)
         check_types(said.payload)
     except InvalidEvent:
         return
-    assert isinstance(said.payload["tool_name"], str)
-    assert said.agent_event == name
+    assert isinstance(said.payload["hook_event_name"], str)
+    if "tool_name" in said.payload:
+        assert isinstance(said.payload["tool_name"], str)
+        assert isinstance(said.payload.get("tool_use_id", ""), str)
 
 
 def test_derived_ids_are_stable_and_distinct() -> None:
