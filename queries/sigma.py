@@ -58,6 +58,7 @@ from sigma.types import (
 )
 
 from engine.records import Outcome
+from queries.sigma_logsource import CATEGORIES, FIELDS, PRODUCTS
 
 __all__ = [
     "CATEGORIES",
@@ -72,35 +73,6 @@ __all__ = [
     "rule_of",
 ]
 
-PRODUCT = "claude_code"
-CATEGORIES: dict[str, tuple[str, ...]] = {
-    "process_creation": ("Bash",),
-    "file_event": ("Write", "Edit", "MultiEdit", "NotebookEdit"),
-    "file_access": ("Read",),
-    "proxy": ("WebFetch",),
-    "web": ("WebFetch",),
-    "mcp": ("mcp__",),
-}
-FIELDS: dict[str, str] = {
-    "EventName": "hook_event_name (PreToolUse, UserPromptSubmit, …)",
-    "ToolName": "tool_name",
-    "User": "the user who ran the agent",
-    "Host": "the machine",
-    "SessionId": "session_id",
-    "CurrentDirectory": "cwd",
-    "Decision": "allow, deny, ask, defer or none",
-    "Blocked": "true when the call was stopped (a deny nobody waited for, DecidedBy observed, is not)",
-    "DecidedBy": "policy, fallback, rejected or observed (observe mode, backfill: nobody waited)",
-    "CommandLine": "Bash tool_input.command",
-    "Image": "the first word of CommandLine (words split at ASCII white space)",
-    "TargetFilename": "the first non-empty string of tool_input.file_path, notebook_path, path",
-    "c-uri": "WebFetch tool_input.url (also Url)",
-    "cs-host": "the host of that URL (also UrlHost)",
-    "McpServer": "SERVER of mcp__SERVER__TOOL",
-    "McpTool": "TOOL of mcp__SERVER__TOOL",
-    "Prompt": "UserPromptSubmit prompt",
-    "tool_input.NAME": "a string, boolean or integer field of the tool input",
-}
 
 CURL_SH = """\
 title: Pipe from curl to a shell
@@ -128,6 +100,7 @@ class Rule:
     tools: tuple[str, ...] | None  # None: every event
     condition: Any  # pySigma's parsed condition tree
     sigma: SigmaRule | None = None  # the rule as pySigma read it (for the DuckDB backend)
+    agents: tuple[str, ...] | None = None  # the agents its product names; None: every agent
 
 
 class _QuietRE2(RE2RegexEngine):
@@ -171,8 +144,9 @@ def rule_of(r: SigmaRule, path: str) -> Rule | None:
     """Our form of pySigma's rule `r` read from `path`; None for another product's rule."""
     try:
         ls = r.logsource
-        if ls.product not in (None, PRODUCT):
+        if ls.product is not None and ls.product not in PRODUCTS:
             return None  # another product's rule: not ours to match
+        agents = PRODUCTS[ls.product] if ls.product is not None else None
         tools = None
         if ls.category is not None:
             if ls.category not in CATEGORIES:
@@ -184,7 +158,7 @@ def rule_of(r: SigmaRule, path: str) -> Rule | None:
         conds = [c.parse() for c in r.detection.parsed_condition]
         cond = conds[0] if len(conds) == 1 else ConditionOR(conds)
         level = r.level.name.lower() if r.level else "medium"
-        return Rule(r.title, str(r.id or ""), level, path, tools, cond, r)
+        return Rule(r.title, str(r.id or ""), level, path, tools, cond, r, agents)
     except RuleError:
         raise
     except SigmaError as e:
@@ -229,6 +203,8 @@ def event_fields(o: Outcome) -> dict[str, Any]:
     f: dict[str, Any] = {
         "EventName": ev.event,
         "ToolName": ev.tool_name,
+        "Agent": ev.agent,
+        "AgentToolName": ev.agent_tool if ev.agent_tool is not None else ev.tool_name,
         "User": ev.user,
         "Host": ev.host,
         "SessionId": ev.session_id,
@@ -262,6 +238,8 @@ def event_fields(o: Outcome) -> dict[str, Any]:
 
 
 def _applies(rule: Rule, ev: dict[str, Any]) -> bool:
+    if rule.agents is not None and ev.get("Agent") not in rule.agents:
+        return False
     if rule.tools is None:
         return True
     tool = ev.get("ToolName") or ""

@@ -174,7 +174,7 @@ def _correlation(c: SigmaCorrelationRule, path: str, ours: dict[int, Rule | None
             name = hit[0]
         if not _known(name):
             raise RuleError(
-                f"{where}: field {name!r} is not in the claude_code mapping "
+                f"{where}: field {name!r} is not in the log source mapping "
                 "(see queries/sigma.py FIELDS)"
             )
         return name

@@ -50,6 +50,8 @@ __all__ = [
 COLUMNS = (
     "EventName",
     "ToolName",
+    "Agent",
+    "AgentToolName",
     "User",
     "Host",
     "SessionId",
@@ -228,7 +230,7 @@ _STRING_COLUMNS = [c for c in COLUMNS if c != "Blocked"]
 # `queries.sigma.event_fields` computes them (the differential test holds the two together).
 _SIGMA_EVENTS = f"""
 WITH o AS (
-    SELECT id, ts, worker, seq, event, tool_name, "user", host, session_id, cwd, decision,
+    SELECT id, ts, worker, seq, event, tool_name, agent, agent_tool, "user", host, session_id, cwd, decision,
         blocked, coalesce(decided_by, 'policy') AS decided_by, settings_id,
         json_extract_string(record, '$.event.payload') AS payload_text
     FROM outcomes WHERE {{where}}
@@ -241,7 +243,8 @@ WITH o AS (
     FROM p
 ), f AS (
     SELECT id, ts, worker, seq, settings_id, tool_input,
-        event AS "EventName", tool_name AS "ToolName", "user" AS "User", host AS "Host",
+        event AS "EventName", tool_name AS "ToolName", agent AS "Agent",
+        agent_tool AS "AgentToolName", "user" AS "User", host AS "Host",
         session_id AS "SessionId", cwd AS "CurrentDirectory",
         coalesce(decision, 'none') AS "Decision",
         CASE WHEN blocked AND decided_by <> 'observed' THEN 'true' ELSE 'false' END AS "Blocked",
@@ -331,7 +334,10 @@ def rule_sql(rule: Rule) -> str:
     except SigmaError as e:
         raise RuleError(f"{rule.path}: {rule.title}: {e}") from e
     detection = " OR ".join(f"({q})" for q in queries) or "false"
-    return f"{category_sql(rule.tools)} AND ({detection})"
+    agents = "true"
+    if rule.agents is not None:
+        agents = f'"Agent" IN ({", ".join(_sql_str(a) for a in rule.agents)})'
+    return f"{agents} AND {category_sql(rule.tools)} AND ({detection})"
 
 
 def detect_history(

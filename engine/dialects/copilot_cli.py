@@ -72,7 +72,7 @@ class CopilotCli(Dialect):
         if isinstance(out.get("tool_input"), str):  # camelCase toolArgs is JSON text
             try:
                 out["tool_input"] = json.loads(out["tool_input"])
-            except ValueError:
+            except (ValueError, RecursionError):
                 out["tool_input"] = {"raw": out["tool_input"]}
         tool = out.get("tool_name")
         agent_tool = tool if isinstance(tool, str) else None

@@ -79,7 +79,8 @@ def to_cef(v: View) -> str:
         f"outcome={'failure' if stopped else 'success'} suser={_x(v.user, 1023)} "
         f"shost={_x(v.host, 1023)} cn1={v.seq} cn1Label=streamSequence "
         f"cs1={_x(v.session_id)} cs1Label=sessionId cs3={_x(v.settings_id)} cs3Label=settingsId "
-        f"flexString1={_x(v.decided_by, 63)} flexString1Label=decidedBy"
+        f"flexString1={_x(v.decided_by, 63)} flexString1Label=decidedBy "
+        f"flexString2={_x(v.agent, 63)} flexString2Label=agent"
     )
     if v.tool:
         ext += f" cs2={_x(v.tool)} cs2Label=tool"

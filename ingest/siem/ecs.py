@@ -58,7 +58,7 @@ def to_ecs(v: View) -> dict[str, Any]:
             "severity": severity(v.decision, v.blocked, bool(v.errors)),
             "dataset": "hookaudit.outcomes",
             "module": "hookaudit",
-            "provider": v.source,
+            "provider": v.agent,
         },
         "user": {"name": v.user},
         "host": {"name": v.host, "hostname": v.host},
@@ -71,11 +71,15 @@ def to_ecs(v: View) -> dict[str, Any]:
             "session_id": v.session_id,
             "record_id": v.record_id,
             "payload": v.payload,
+            "agent": v.agent,
+            "source": v.source,
         },
     }
     if v.reason:
         doc["event"]["reason"] = v.reason
         doc["message"] = v.reason
+    if v.agent_tool and v.agent_tool != v.tool:
+        doc["hookaudit"]["agent_tool"] = v.agent_tool
     if v.errors:
         doc["hookaudit"]["errors"] = v.errors
     if v.replay_id:

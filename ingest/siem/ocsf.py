@@ -128,8 +128,17 @@ def _common(v: View, class_uid: int, activity: tuple[int, str]) -> dict[str, Any
     return rec
 
 
+def app_name(agent: str) -> str:
+    """The agent as OCSF's actor app: its name with hyphens (claude-code, gemini-cli, ...).
+
+    >>> app_name("gemini_cli")
+    'gemini-cli'
+    """
+    return agent.replace("_", "-") or "claude-code"
+
+
 def _actor(v: View) -> dict[str, Any]:
-    actor: dict[str, Any] = {"app_name": v.source or "claude-code"}
+    actor: dict[str, Any] = {"app_name": app_name(v.agent)}
     if v.user:
         actor["user"] = {"name": v.user}
     if v.session_id:
@@ -183,9 +192,13 @@ def _unmapped(v: View) -> dict[str, Any]:
         "posture": v.posture,
         "settings_id": v.settings_id,
         "hook_event_name": v.event,
+        "agent": v.agent,
+        "source": v.source,
     }
     if v.tool:
         out["tool_name"] = v.tool
+    if v.agent_tool and v.agent_tool != v.tool:
+        out["agent_tool_name"] = v.agent_tool
     if v.errors:
         out["errors"] = v.errors
     if v.replay_id:

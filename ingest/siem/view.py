@@ -74,6 +74,8 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     payload: Any  # the agent's hook input, redacted and bounded
     truncated: bool
     untruncated_size: int
+    agent: str = "claude_code"  # the agent that raised it (`HookEvent.agent`)
+    agent_tool: str | None = None  # its own tool name (`tool` is the canonical one)
 
     @property
     def enforced(self) -> bool:
@@ -108,6 +110,8 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     tool_name: str | None = None
     tool_use_id: str | None = None
     cwd: str | None = None
+    agent: str = "claude_code"
+    agent_tool: str | None = None
 
 
 class _Outcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -328,6 +332,10 @@ def _build(o: Outcome | _Outcome, seq: int, redactor: Redactor | None, max_field
         payload=payload,
         truncated=b.cut,
         untruncated_size=len(ev.payload),
+        agent=ev.agent,
+        agent_tool=(ev.agent_tool if ev.agent_tool is not None else ev.tool_name)
+        if b.redactor is None
+        else b.opt(ev.agent_tool if ev.agent_tool is not None else ev.tool_name),
     )
 
 

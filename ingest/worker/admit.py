@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from engine.errors import InvalidEvent
+from engine.errors import HookauditError, InvalidEvent
 from engine.events import is_known
 from engine.failclosed import one_line
 from engine.payload import parse_payload
@@ -120,6 +120,33 @@ def columns_agree(ev: HookEvent, payload: dict[str, Any]) -> bool:
         and ev.permission_mode == (pm if isinstance(pm, str) else None)
         and ev.agent_id == (aid if isinstance(aid, str) else None)
         and ev.agent_type == (at if isinstance(at, str) else None)
+        and (
+            ev.agent_payload is None and ev.agent_event is None and ev.agent_tool is None
+            if ev.agent == "claude_code"
+            else _agent_agrees(ev, payload)
+        )
+    )
+
+
+def _agent_agrees(ev: HookEvent, payload: dict[str, Any]) -> bool:
+    """Whether another agent's event is what its dialect makes of the agent's verbatim
+    input: the payload the engine sees, and the agent's own event and tool names."""
+    from engine.dialects.base import UnknownAgent
+    from engine.dialects.registry import get
+    from engine.payload import parse_payload
+
+    if ev.agent_payload is None:
+        return False
+    try:
+        said = get(ev.agent).normalise(
+            parse_payload(ev.agent_payload, "agent_payload", any_event=True)
+        )
+    except (HookauditError, UnknownAgent, ValueError, RecursionError):
+        return False
+    return (
+        said.payload == payload
+        and said.agent_event == ev.agent_event
+        and said.agent_tool == ev.agent_tool
     )
 
 

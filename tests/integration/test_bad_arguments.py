@@ -45,6 +45,7 @@ REQUIRED = {
     "settings": str(POLICY),
     "name": "denied",
     "role": "emitter",
+    "agent": "codex",
 }
 # Options a command needs before it reaches the one under test, though click cannot require
 # them (a group that also runs alone: `siem` forwards, `siem status` reports).

@@ -175,7 +175,7 @@ def test_emit_blocks_on_an_injected_fault_only_when_closed(tmp_path: Path, fail:
     patch = (
         "import ingest.emit.emitter as m\n"
         "def boom(*a, **k): raise RuntimeError('injected fault')\n"
-        "m.new_event = boom\n"
+        "m.event_of = boom\n"
     )
     args = ["emit", "--data-dir", str(tmp_path), "--wait", "--fail", fail]
     p = hookaudit(patch, *args, stdin=json.dumps(EVENT).encode())

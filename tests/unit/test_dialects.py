@@ -229,3 +229,31 @@ def test_derived_ids_are_stable_and_distinct() -> None:
     assert derived_id("s", "Bash", {"command": "a"}) != derived_id("s", "Bash", {"command": "b"})
     assert derived_id("s", "Bash", {"a": 1, "b": 2}) == derived_id("s", "Bash", {"b": 2, "a": 1})
     assert derived_id("s", "Bash", {"x": float("inf")}).startswith("ha-")
+
+
+def test_sigma_products_name_agents() -> None:
+    """`product: codex` sees Codex's events only, `coding_agent` every agent's, and
+    `claude_code` Claude Code's: in the Python reference and in DuckDB alike."""
+    import duckdb
+
+    from engine.records import Outcome, new_event
+    from queries.sigma import event_fields, load_rules, matches
+    from queries.sigma_duckdb import events_table, rule_sql
+
+    pre = json.loads((FIXTURES / "gemini-0.61.0" / "BeforeTool.json").read_text())
+    said = get("gemini_cli").normalise(pre)
+    ev = new_event(said.payload, agent="gemini_cli", agent_event=said.agent_event,
+                   agent_tool=said.agent_tool, agent_payload=json.dumps(pre))  # fmt: skip
+    fields = event_fields(Outcome(event=ev, settings_id="s"))
+    assert (fields["Agent"], fields["AgentToolName"], fields["ToolName"]) == (
+        "gemini_cli", "run_shell_command", "Bash")  # fmt: skip
+    con = duckdb.connect()
+    events_table(con, [fields])
+    for product, want in [("gemini_cli", True), ("coding_agent", True), ("claude_code", False),
+                          ("codex", False)]:  # fmt: skip
+        text = (f"title: t\nlogsource: {{product: {product}, category: process_creation}}\n"
+                "detection:\n  s: {CommandLine|contains: probe}\n  condition: s\n")  # fmt: skip
+        (rule,) = load_rules(text, "t.yml")
+        assert matches(rule, fields) is want, product
+        got = con.execute(f"SELECT count(*) FROM detect_events WHERE {rule_sql(rule)}").fetchone()
+        assert bool(got and got[0]) is want, product

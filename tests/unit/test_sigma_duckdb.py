@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sigma.collection import SigmaCollection
 
 from queries.sigma import load_rules, matches
-from queries.sigma_duckdb import DuckDBBackend, events_table
+from queries.sigma_duckdb import DuckDBBackend, events_table, rule_sql
 
 FIELDS = ["CommandLine", "TargetFilename", "ToolName", "tool_input.title", "Nope"]
 # A small alphabet and short values, so that rules match events often enough to tell
@@ -62,7 +62,7 @@ def condition(draw: Any, names: list[str]) -> str:
 
 
 EVENT = st.fixed_dictionaries(
-    {},
+    {"Agent": st.sampled_from(["claude_code", "codex", "cline"])},
     optional={
         "CommandLine": TEXT,
         "TargetFilename": TEXT,
@@ -79,12 +79,11 @@ def test_duckdb_backend_agrees_with_the_python_matcher(
 ) -> None:
     det, names = data.draw(detection())
     cond = data.draw(condition(names))
-    text = (
-        f"title: t\nlogsource: {{product: claude_code}}\ndetection:\n{det}\n  condition: {cond}\n"
-    )
+    product = data.draw(st.sampled_from(["claude_code", "codex", "coding_agent"]))
+    text = f"title: t\nlogsource: {{product: {product}}}\ndetection:\n{det}\n  condition: {cond}\n"
     (rule,) = load_rules(text, "gen.yml")
     want = [i for i, ev in enumerate(events) if matches(rule, ev)]
-    (where,) = DuckDBBackend().convert(SigmaCollection.from_yaml(text))
+    where = rule_sql(rule)  # the agents the product names, and the detection
     con = duckdb.connect()
     events_table(con, events)
     got = [
@@ -175,7 +174,7 @@ def test_semantics_table() -> None:
     for item, ev, want in SEMANTICS:
         for negate in (False, True):
             cond = "not s" if negate else "s"
-            text = f"title: t\nlogsource: {{product: claude_code}}\ndetection:\n  s: {{{item}}}\n  condition: {cond}\n"
+            text = f"title: t\nlogsource: {{product: coding_agent}}\ndetection:\n  s: {{{item}}}\n  condition: {cond}\n"
             (rule,) = load_rules(text, "t.yml")
             assert matches(rule, ev) is (want != negate), text
             (where,) = DuckDBBackend().convert(SigmaCollection.from_yaml(text))
@@ -183,7 +182,7 @@ def test_semantics_table() -> None:
             got = con.execute(f"SELECT count(*) FROM detect_events WHERE {where}").fetchone()
             assert bool(got and got[0]) is (want != negate), (text, where)
     # a rule about a field this event lacks: 'not' of it is true in both
-    text = "title: t\nlogsource: {product: claude_code}\ndetection:\n  s: {CommandLine: x}\n  condition: not s\n"
+    text = "title: t\nlogsource: {product: coding_agent}\ndetection:\n  s: {CommandLine: x}\n  condition: not s\n"
     (where,) = DuckDBBackend().convert(SigmaCollection.from_yaml(text))
     events_table(con, [{}])
     assert con.execute(f"SELECT count(*) FROM detect_events WHERE {where}").fetchone() == (1,)
