@@ -84,7 +84,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "wire": (
         "hookaudit.wire_cmd:wire_cmd",
-        "Write an agent's hook configuration (Codex, Gemini CLI) to send its events here.",
+        "Write an agent's hook configuration (Claude Code, Codex, Gemini CLI, …) to send its events here.",
     ),
     "log": (
         "hookaudit.log_cmd:log_group",

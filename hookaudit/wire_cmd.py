@@ -42,7 +42,8 @@ def wire_cmd(
 ) -> None:
     """Send every hook event of AGENT to hookaudit for --data-dir, enforcing and fail-closed.
 
-    Writes the agent's own hook configuration (Codex: .codex/hooks.json; Gemini CLI:
+    Writes the agent's own hook configuration (Claude Code: .claude/settings.json; Codex:
+    .codex/hooks.json; Gemini CLI:
     .gemini/settings.json; Copilot CLI: .copilot/hooks/hookaudit.json; Qwen Code:
     .qwen/settings.json; OpenCode: a plugin in .config/opencode/plugin/; Cline: a file per
     event in .cline/hooks/), merged with the hooks

@@ -40,7 +40,9 @@ _reply_dec = msgspec.msgpack.Decoder(Reply)
 
 def default_policy() -> Path:
     """The example policy shipped in ``infra/policies/security.json``."""
-    here = Path(__file__).resolve().parent.parent / "infra" / "policies" / "security.json"
+    import infra
+
+    here = Path(infra.__file__).resolve().parent / "policies" / "security.json"
     return here
 
 

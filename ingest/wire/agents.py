@@ -67,9 +67,37 @@ class Layout:
     command_key: str = "command"  # the field holding the shell command
     timeout_key: str = "timeout"
     header: tuple[tuple[str, Any], ...] = ()  # fields the file must carry (Copilot: version)
+    enforced_suffix: str = ""  # after an enforced command (Claude Code: `|| exit 2`)
 
+
+def _claude_events() -> tuple[str, ...]:
+    from ingest.wire.claude_code import claude_events
+
+    return tuple(s.name for s in claude_events())
+
+
+_CLAUDE_ENFORCE = ("PreToolUse", "PermissionRequest", "UserPromptSubmit")
 
 LAYOUTS: dict[str, Layout] = {
+    "claude_code": Layout(
+        agent="claude_code",
+        home_file=".claude/settings.json",
+        project_file=".claude/settings.json",
+        enforce=_CLAUDE_ENFORCE,
+        record=tuple(e for e in _claude_events() if e not in _CLAUDE_ENFORCE),
+        tool_events=frozenset(),  # no matcher: every tool
+        any_tool="",
+        timeout_scale=1,
+        capped={},
+        named=False,
+        enforced_suffix=" || exit 2",
+        notes=(
+            "Claude Code blocks on exit 2 only: `|| exit 2` blocks when hookaudit cannot "
+            "start (not on the PATH Claude Code runs hooks with). For a fleet, the managed "
+            "settings (/etc/claude-code/managed-settings.json, with allowManagedHooksOnly) "
+            "are what a user cannot change: infra/claude/managed-settings.emit.json."
+        ),
+    ),
     "codex": Layout(
         agent="codex",
         home_file=".codex/hooks.json",
@@ -186,6 +214,7 @@ def _command(layout: Layout, event: str, data_dir: Path, hookaudit: str) -> str:
     parts = [hookaudit, "emit", "--agent", layout.agent, "--data-dir", shlex.quote(str(data_dir))]
     if event in layout.enforce:
         parts += ["--wait", "--timeout", str(WAIT_TIMEOUT), "--fail", "closed"]
+        return " ".join(parts) + layout.enforced_suffix
     return " ".join(parts)
 
 
@@ -220,7 +249,7 @@ def _ours(group: Any, layout: Layout) -> bool:
         and isinstance(h.get(key), str)
         and f" emit --agent {layout.agent} " in h[key] + " "
         for h in hooks
-    )
+    )  # `... --fail closed || exit 2` holds " emit --agent AGENT " too
 
 
 def plan(

@@ -18,6 +18,7 @@ def test_every_package_is_in_the_wheel(tmp_path: Path) -> None:
             "pip",
             "wheel",
             "--no-deps",
+            "--no-build-isolation",
             "-q",
             "-w",
             str(tmp_path),
@@ -30,7 +31,7 @@ def test_every_package_is_in_the_wheel(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     found = {
         str(p.relative_to(ROOT))
-        for top in ("engine", "ingest", "queries", "replay", "hookaudit")
+        for top in ("engine", "ingest", "queries", "replay", "hookaudit", "infra")
         for p in (ROOT / top).rglob("__init__.py")
     }
     assert found - names == set(), f"packages missing from the wheel: {found - names}"

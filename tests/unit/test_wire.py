@@ -91,3 +91,24 @@ def test_a_fifo_is_refused(tmp_path: Path) -> None:
 def test_a_missing_data_dir_is_an_error(tmp_path: Path) -> None:
     p = wire("codex", "--data-dir", str(tmp_path / "nope"), "--home", str(tmp_path))
     assert p.returncode != 0 and "no such data dir" in p.stderr
+
+
+def test_copilot_and_cline_and_opencode_files(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    home = tmp_path / "home"
+    for agent in ("copilot-cli", "cline", "opencode"):
+        first = wire(agent, "--data-dir", str(data), "--home", str(home))
+        assert first.returncode == 0, first.stderr
+    copilot = json.loads((home / ".copilot" / "hooks" / "hookaudit.json").read_text())
+    assert copilot["version"] == 1 and copilot["hooks"]["PreToolUse"][0]["timeoutSec"] == 15
+    pre = home / ".cline" / "hooks" / "PreToolUse"
+    assert os.access(pre, os.X_OK) and "--agent cline" in pre.read_text()
+    plugin = home / ".config" / "opencode" / "plugin" / "hookaudit.js"
+    assert "--agent" in plugin.read_text() and "throw new Error" in plugin.read_text()
+    # a hook file of the user's own is never replaced
+    mine = home / ".cline" / "hooks" / "TaskStart"
+    mine.write_text("#!/bin/sh\necho mine\n")
+    again = wire("cline", "--data-dir", str(data), "--home", str(home))
+    assert again.returncode == 1 and str(mine) in again.stderr
+    assert mine.read_text() == "#!/bin/sh\necho mine\n"
