@@ -463,7 +463,7 @@ def test_the_readme_s_cef_signature_is_the_output_s() -> None:
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "siem.md").read_text()
     example = re.search(r"`(CEF:0\|hookaudit\|hookaudit\|[^`]*?\|7\|)…`", readme)
     assert example, "the README's CEF example"
     o = outcome("Bash", {"command": "rm -rf /"}, "deny", blocked=True, reason="no")
