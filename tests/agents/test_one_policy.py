@@ -6,6 +6,8 @@ Pre and Post paired on one tool_use_id (derived where the agent gives none)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,3 +72,37 @@ def test_an_allowed_command_runs_and_is_recorded(agent: str, tmp_path: Path, sta
     post = next(x for x in rows if x["event"] == "PostToolUse")
     assert pre["tool_use_id"] and pre["tool_use_id"] == post["tool_use_id"]
     assert not pre["blocked"] and pre["decided_by"] == "policy"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_with_the_worker_stopped_the_call_does_not_run(
+    agent: str, tmp_path: Path, stack: Stack
+) -> None:
+    """No decision arrives within emit's deadline: the agent gets its blocking answer."""
+    assert stack.worker is not None
+    stack.worker.terminate()
+    stack.worker.communicate(timeout=30)
+    marker = tmp_path / "ran"
+    r = run(agent, tmp_path, stack.data, f"touch {marker}")
+    assert not marker.exists(), (r.proc.stdout[-2000:], r.proc.stderr[-2000:])
+
+
+def blocks(agent: str, p: subprocess.CompletedProcess[bytes]) -> bool:
+    """Whether `p`'s answer is `agent`'s blocking answer."""
+    out = p.stdout.decode().strip()
+    if agent == "cline":
+        return json.loads(out).get("cancel") is True
+    if agent == "opencode":
+        return json.loads(out).get("decision") == "deny"
+    return p.returncode == 2 and p.stderr.strip() != b""
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_malformed_hook_input_blocks_and_is_recorded_as_rejected(
+    agent: str, stack: Stack
+) -> None:
+    for bad in (b"{not json", b"[]", json.dumps({"hookName": 3, "tool_name": []}).encode()):
+        p = stack.emit("--agent", agent, "--wait", "--timeout", "10", "--fail", "closed", stdin=bad)
+        assert blocks(agent, p), (agent, bad, p)
+    rows = [x for x in outcomes(stack.data, agent) if x["decided_by"] == "rejected"]
+    assert len(rows) == 3, rows
