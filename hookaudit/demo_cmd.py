@@ -172,6 +172,7 @@ def demo_cmd(
                     "seconds": round(r.seconds, 2),
                     "decisions": dict(r.decisions),
                     "by_event": dict(r.events),
+                    "by_agent": dict(r.agents),
                     "top_denied": r.denied.most_common(10),
                     "top_asked": r.asked.most_common(10),
                     "verified": r.verified,
@@ -201,6 +202,7 @@ def demo_cmd(
     )
     click.echo("decisions: " + ", ".join(f"{k}={v}" for k, v in r.decisions.most_common()))
     click.echo("events:    " + ", ".join(f"{k}={v}" for k, v in r.events.most_common()))
+    click.echo("agents:    " + ", ".join(f"{k}={v}" for k, v in sorted(r.agents.items())))
     click.echo("top denied:")
     for what, count in r.denied.most_common(8):
         click.echo(f"  {count:4d}  {what[:100]}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import tempfile
 import time
 from collections import Counter
@@ -23,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from engine.dialects.registry import get as get_dialect
 from engine.records import encode_msgpack, new_event
 from ingest.log import iter_outcomes, verify
 from ingest.nats.embedded import embedded_status, start_embedded, stop_embedded
@@ -30,7 +32,7 @@ from ingest.nats.options import NatsArgs, connect_options
 from ingest.nats.streams import event_subject, names, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
 from ingest.replysig import Signer, ensure_reply_key
-from ingest.samples import sessions
+from ingest.samples import DEMO_AGENTS, as_agent, sessions
 from ingest.worker.loop import Worker
 
 __all__ = ["DemoResult", "default_policy", "live_reason", "run_demo"]
@@ -74,6 +76,7 @@ class DemoResult:
     seconds: float = 0.0
     decisions: Counter[str] = field(default_factory=Counter)
     events: Counter[str] = field(default_factory=Counter)
+    agents: Counter[str] = field(default_factory=Counter)
     denied: Counter[str] = field(default_factory=Counter)
     asked: Counter[str] = field(default_factory=Counter)
     verified: bool = False
@@ -81,15 +84,27 @@ class DemoResult:
     records: int = 0
 
 
+def _as_event(agent: str, raw: dict[str, Any], host: str, user: str) -> Any:
+    """The HookEvent `hookaudit emit --agent AGENT` makes of this event as `agent` sends it."""
+    if agent == "claude_code":
+        return new_event(raw, source="demo", host=host, user=user)
+    own = as_agent(agent, raw)
+    said = get_dialect(agent).normalise(own)
+    return new_event(
+        said.payload, source="demo", host=host, user=user, agent=agent,
+        agent_event=said.agent_event, agent_tool=said.agent_tool, agent_payload=json.dumps(own),
+    )  # fmt: skip
+
+
 async def _play_session(nc: Any, js: Any, evs: list[dict[str, Any]], n: Any) -> int:
     """Publish one session's events in order; wait for each PreToolUse decision."""
     published = 0
     skip_tool_use: set[str] = set()
     for raw in evs:
-        user, host = raw.pop("_user"), raw.pop("_host")
+        user, host, agent = raw.pop("_user"), raw.pop("_host"), raw.pop("_agent", "claude_code")
         if raw.get("tool_use_id") in skip_tool_use and raw["hook_event_name"] != "PreToolUse":
-            continue  # the tool was denied: Claude Code never runs it, so no PostToolUse
-        event = new_event(raw, source="demo", host=host, user=user)
+            continue  # the tool was denied: the agent never runs it, so no PostToolUse
+        event = _as_event(agent, raw, host, user)
         data = encode_msgpack(event)
         headers = {MSG_ID: event.id}
         if raw["hook_event_name"] == "PreToolUse":
@@ -146,7 +161,7 @@ async def run_demo(
             )
             worker_task = asyncio.create_task(worker.run())
             by_session: dict[str, list[dict[str, Any]]] = {}
-            for ev in sessions(n_sessions, seed=seed):
+            for ev in sessions(n_sessions, seed=seed, agents=DEMO_AGENTS):
                 by_session.setdefault(ev["session_id"], []).append(ev)
             queue = list(by_session.values())
             result.sessions = len(queue)
@@ -177,6 +192,7 @@ async def run_demo(
         result.records += 1
         result.events[o.event.event] += 1
         result.decisions[o.decision or "none"] += 1
+        result.agents[o.event.agent] += 1
         if o.event.event == "PreToolUse" and o.decision in ("deny", "ask"):
             what = _describe_call(o.event.payload)
             (result.denied if o.decision == "deny" else result.asked)[what] += 1

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["sessions"]
+__all__ = ["DEMO_AGENTS", "as_agent", "sessions"]
 
 _USERS = ["alice", "bob", "carol", "dave", "erin"]
 _HOSTS = ["dev-laptop-01", "dev-laptop-02", "build-07", "ws-berlin-3"]
@@ -125,15 +125,20 @@ def _tool_call(rng: random.Random, cwd: str, home: str) -> tuple[str, dict[str, 
 
 
 def sessions(
-    n: int, *, seed: int = 7, tool_calls: tuple[int, int] = (12, 30)
+    n: int,
+    *,
+    seed: int = 7,
+    tool_calls: tuple[int, int] = (12, 30),
+    agents: tuple[str, ...] = ("claude_code",),
 ) -> Iterator[dict[str, Any]]:
     """Yield the hook inputs of `n` sessions, in order, as Claude Code would send them.
 
-    Each dict carries two extra keys that are not part of the hook input:
-    ``_user`` and ``_host`` (who raised it); strip them before publishing.
+    Each dict carries extra keys that are not part of the hook input: ``_user`` and
+    ``_host`` (who raised it) and ``_agent`` (session i is ``agents[i % len(agents)]``'s:
+    render it with `as_agent`); strip them before publishing.
     """
     rng = random.Random(seed)
-    for _ in range(n):
+    for i in range(n):
         sid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         user = rng.choice(_USERS)
         host = rng.choice(_HOSTS)
@@ -145,6 +150,7 @@ def sessions(
             "cwd": cwd,
             "_user": user,
             "_host": host,
+            "_agent": agents[i % len(agents)],
         }
         yield {
             **base,
@@ -191,3 +197,68 @@ def sessions(
             "hook_event_name": "SessionEnd",
             "reason": rng.choice(["clear", "logout", "other"]),
         }
+
+
+#: The agents the demo's sessions come from, in turn.
+DEMO_AGENTS = ("claude_code", "codex", "gemini_cli")
+
+_GEMINI_EVENTS = {
+    "PreToolUse": "BeforeTool",
+    "PostToolUse": "AfterTool",
+    "PostToolUseFailure": "AfterTool",
+    "UserPromptSubmit": "BeforeAgent",
+    "Stop": "AfterAgent",
+    "SessionStart": "SessionStart",
+    "SessionEnd": "SessionEnd",
+}
+_GEMINI_TOOLS = {
+    "Bash": "run_shell_command",
+    "Read": "read_file",
+    "Write": "write_file",
+    "Edit": "replace",
+    "Grep": "grep_search",
+    "WebFetch": "web_fetch",
+}
+
+
+def as_agent(agent: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A generated Claude Code hook input as `agent` would send the same event: its event and
+    tool names, its input keys, its own fields (Gemini CLI has no tool-call id).
+
+    Example:
+        >>> as_agent("gemini_cli", {"hook_event_name": "PreToolUse", "tool_name": "Bash",
+        ...     "tool_input": {"command": "ls"}, "tool_use_id": "t"})["tool_name"]
+        'run_shell_command'
+    """
+    if agent == "claude_code":
+        return payload
+    out = dict(payload)
+    if agent == "codex":
+        out.setdefault("model", "gpt-5-codex")
+        out["turn_id"] = "turn-" + str(payload.get("session_id", ""))[:8]
+        if out.get("tool_name") in ("Write", "Edit"):
+            ti = out.get("tool_input") or {}
+            op = "Add" if out["tool_name"] == "Write" else "Update"
+            patch = (
+                f"*** Begin Patch\n*** {op} File: {ti.get('file_path', '')}\n+x\n*** End Patch\n"
+            )
+            out["tool_name"], out["tool_input"] = "apply_patch", {"command": patch}
+        return out
+    if agent == "gemini_cli":
+        out["hook_event_name"] = _GEMINI_EVENTS.get(
+            payload["hook_event_name"], payload["hook_event_name"]
+        )
+        out.pop("tool_use_id", None)
+        out.pop("permission_mode", None)
+        out.pop("model", None)
+        tool = out.get("tool_name")
+        if isinstance(tool, str):
+            out["tool_name"] = _GEMINI_TOOLS.get(tool, tool)
+            ti = dict(out.get("tool_input") or {})
+            if tool == "WebFetch":
+                ti = {"prompt": f"{ti.get('prompt', 'summarise')} {ti.get('url', '')}"}
+            out["tool_input"] = ti
+        if "error" in out:  # no failure event in Gemini CLI: AfterTool carries the error
+            out["tool_response"] = {"error": out.pop("error")}
+        return out
+    raise ValueError(f"no sample form for agent {agent!r}")
