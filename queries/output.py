@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import io
-import re
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -186,84 +186,26 @@ def render_value(v: Any) -> str:
 
 
 _NUMERIC = ("BIGINT", "INTEGER", "DOUBLE", "HUGEINT", "FLOAT", "SMALLINT", "UBIGINT", "DECIMAL")
-_SHORT = 24  # a column this narrow keeps its full width; longer ones share the rest
-
-
-def _fit(widths: list[int], budget: int) -> list[int | None]:
-    """Each column's max width so that one row is one line in `budget` columns (None: as is).
-
-    Short columns (timestamps, names, counts) keep their width; the long ones (reasons,
-    commands, paths) share what is left fairly: a column that needs less than an equal
-    share keeps its width and leaves the rest to the others; at least 8 each.
-
-    Example:
-        >>> _fit([10, 100, 30], 70)
-        [None, 30, None]
-    """
-    if sum(widths) <= budget:
-        return [None] * len(widths)
-    long = [i for i, w in enumerate(widths) if w > _SHORT]
-    left = budget - sum(w for i, w in enumerate(widths) if i not in long)
-    out: list[int | None] = [None] * len(widths)
-    pending = sorted(long, key=lambda i: widths[i])
-    while pending:
-        share = max(8, left // len(pending))
-        i = pending.pop(0)
-        if widths[i] <= share:
-            left -= widths[i]
-        else:
-            out[i] = share
-            left -= share
-    return out
 
 
 def _is_id(name: str, cells: list[str]) -> bool:
     return (name == "id" or name.endswith("_id")) and all(len(c) > 12 for c in cells if c)
 
 
-_TS = re.compile(r"\d{4}-(\d\d-\d\d \d\d:\d\d:\d\d)\.\d+Z")
-
-
-def _shorten(columns: list[tuple[str, str]], cells: list[list[str]]) -> None:
-    """For a terminal: ids by their first 8 characters, times to the second."""
-    for c, (name, kind) in enumerate(columns):
-        column = [r[c] for r in cells]
-        if cells and _is_id(name, column):
-            for r in cells:
-                r[c] = r[c][:8] + "…" if len(r[c]) > 9 else r[c]
-        elif kind.startswith("TIMESTAMP"):
-            for r in cells:
-                r[c] = _TS.sub(r"\1", r[c])
-
-
-def _drop_to_fit(
-    columns: list[tuple[str, str]], cells: list[list[str]], width: int
-) -> tuple[list[tuple[str, str]], list[list[str]], list[str]]:
-    """Leave out columns (ids first, then text from the right, counts last) until a row
-    fits in one line."""
-
-    def need(keep: list[int]) -> int:
-        total = 0
-        for c in keep:
-            w = max([len(columns[c][0])] + [len(r[c]) for r in cells])
-            total += (w if w <= _SHORT else 10) + 2
-        return total
-
-    keep = list(range(len(columns)))
-    ids = [c for c in keep if _is_id(columns[c][0], [r[c] for r in cells])]
-    numeric = [c for c in keep if columns[c][1] in _NUMERIC]  # counts go last
-    order = ids[::-1] + [c for c in reversed(keep) if c not in ids and c not in numeric]
-    order += numeric[::-1]
-    dropped: list[str] = []
-    while len(keep) > 1 and need(keep) > width and order:
-        c = order.pop(0)
-        keep.remove(c)
-        dropped.append(columns[c][0])
-    return [columns[c] for c in keep], [[r[c] for c in keep] for r in cells], dropped
+def _styled() -> bool:
+    """Whether a terminal table may carry styles (bold, underline): not with NO_COLOR set
+    (https://no-color.org: any non-empty value)."""
+    return not os.environ.get("NO_COLOR")
 
 
 def _write_table(rows: Rows, out: IO[bytes], max_rows: int, to_terminal: bool) -> int:
-    """A table for people: one line a row in the terminal's width (long cells end in …)."""
+    """A table for people. Nothing a reader copies is cut: every cell is written whole.
+
+    On a terminal, the rows are one line each when they fit its width; when they do not,
+    each row is a stack of `column  value` lines (long values wrap), so no column is left
+    out and no id or number loses characters. Piped, the table is as wide as its widest
+    row. Times keep their zone (UTC, ``Z``).
+    """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -275,33 +217,35 @@ def _write_table(rows: Rows, out: IO[bytes], max_rows: int, to_terminal: bool) -
             if len(cells) < max_rows:
                 cells.append([" ".join(render_value(v).split()) for v in row])
             n += 1
-    width = shutil.get_terminal_size((200, 24)).columns if to_terminal else 200
     columns = list(rows.columns)
-    if to_terminal:
-        _shorten(columns, cells)
-        columns, cells, dropped = _drop_to_fit(columns, cells, width)
-        if dropped:
-            _note(
-                f"{len(dropped)} column(s) left out at {width} columns: "
-                f"{', '.join(dropped)} (a wider terminal, or --format json, shows them)"
-            )
     names = [name for name, _ in columns]
     natural = [max([len(name)] + [len(r[c]) for r in cells]) for c, name in enumerate(names)]
-    limits = _fit(natural, width - 2 * len(names))  # the padding between columns
-    table = Table(header_style="bold underline", box=None, pad_edge=False, padding=(0, 1))
-    for (name, kind), limit in zip(columns, limits, strict=True):
-        table.add_column(
-            name,
-            justify="right" if kind in _NUMERIC else "left",
-            no_wrap=True,
-            overflow="ellipsis",
-            max_width=limit,
-        )
-    for r in cells:
-        table.add_row(*(Text(v) for v in r))  # never markup
+    needed = sum(natural) + 2 * max(0, len(names) - 1)
+    width = shutil.get_terminal_size((80, 24)).columns if to_terminal else max(needed, 1)
+    styled = to_terminal and _styled()
+    header = "bold underline" if styled else ""
     text = io.StringIO()
-    console = Console(file=text, width=width, force_terminal=to_terminal, no_color=not to_terminal)
-    console.print(table)
+    console = Console(
+        file=text, width=width, force_terminal=styled, no_color=True, highlight=False,
+        soft_wrap=False,
+    )  # fmt: skip
+    if needed <= width:
+        table = Table(header_style=header, box=None, pad_edge=False, padding=(0, 1))
+        for name, kind in columns:
+            table.add_column(name, justify="right" if kind in _NUMERIC else "left", no_wrap=True)
+        for r in cells:
+            table.add_row(*(Text(v) for v in r))  # never markup
+        console.print(table)
+    else:
+        label = max(len(name) for name in names)
+        for i, r in enumerate(cells, 1):
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(no_wrap=True, width=label, style="bold" if styled else "")
+            grid.add_column(overflow="fold")
+            for name, value in zip(names, r, strict=True):
+                grid.add_row(Text(name), Text(value))
+            console.print(Text(f"── {i} ──", style=header))
+            console.print(grid)
     out.write(text.getvalue().encode())
     if n > len(cells):
         _note(f"showing {len(cells)} of {n} rows (--max-rows, or --format jsonl for all)")

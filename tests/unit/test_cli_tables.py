@@ -1,4 +1,5 @@
-"""Tables for people: one line a row at 100 columns, labels no two hooks share."""
+"""Tables for people: nothing cut, a row a line when it fits, stacked when it does not;
+labels no two hooks share."""
 
 from __future__ import annotations
 
@@ -43,29 +44,60 @@ DENIED = _Rows(
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("width", [80, 100, 160])
-def test_terminal_table_rows_are_one_line(
-    width: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("COLUMNS", str(width))
-    out = io.BytesIO()
-    assert output._write_table(DENIED, out, 1000, to_terminal=True) == 5
+def _plain(data: bytes) -> list[str]:
     import re
 
-    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in out.getvalue().decode().splitlines()]
-    body = [ln for ln in lines if "erin" in ln]
-    assert len(body) == 5  # each row on one line, none wrapped
-    assert all(len(ln) <= width for ln in lines)
-    assert all("03-01 10:00:00" in ln and "12345" in ln for ln in body)
-    if width < 160:
-        assert "left out" in capsys.readouterr().err
+    return [re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in data.decode().splitlines()]
 
 
-def test_fit_keeps_short_columns_and_shares_the_rest() -> None:
-    assert output._fit([10, 20], 100) == [None, None]
-    assert output._fit([10, 100, 30], 70) == [None, 30, None]
-    limits = output._fit([20, 200, 200], 100)
-    assert limits[0] is None and limits[1] == limits[2] == 40
+WHOLE = (
+    "2026-03-01 10:00:00.123Z", "5f4aebeb-133a-473d-ae1f-dde031b4932c",
+    "01a2335c-8239-741f-8258-dd171b25db1f", "4f9a25d4f3539d0f", "12345",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 160])
+def test_a_narrow_terminal_stacks_each_row_and_cuts_nothing(
+    width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    out = io.BytesIO()
+    assert output._write_table(DENIED, out, 1000, to_terminal=True) == 5
+    lines = _plain(out.getvalue())
+    assert all(len(ln.rstrip()) <= width for ln in lines)
+    text = "\n".join(lines)
+    assert "…" not in text
+    for value in WHOLE:  # ids, numbers and times with their zone, whole
+        assert text.count(value) == 5, value
+    for name, _ in DENIED.columns:  # no column left out
+        assert sum(1 for ln in lines if ln.startswith(name + " ")) >= 5, name
+
+
+def test_a_wide_terminal_has_one_line_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    out = io.BytesIO()
+    output._write_table(DENIED, out, 1000, to_terminal=True)
+    body = [ln for ln in _plain(out.getvalue()) if "erin" in ln]
+    assert len(body) == 5 and all(all(v in ln for v in WHOLE) for ln in body)
+
+
+def test_piped_output_is_as_wide_as_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.BytesIO()
+    output._write_table(DENIED, out, 1000, to_terminal=False)
+    data = out.getvalue()
+    assert b"\x1b[" not in data  # no styles in a pipe
+    body = [ln for ln in data.decode().splitlines() if "erin" in ln]
+    assert len(body) == 5 and all(all(v in ln for v in WHOLE) for ln in body)
+
+
+def test_no_color_means_no_styles_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    out = io.BytesIO()
+    output._write_table(DENIED, out, 1000, to_terminal=True)
+    assert b"\x1b[" not in out.getvalue()
 
 
 def test_unique_labels_tell_apart_hooks_cut_alike() -> None:
