@@ -306,8 +306,10 @@ def detect_cmd(
                 out.append(m)
         return out
 
+    header_said = False
+
     def emit(matches: list[Any], runner: asyncio.Runner | None) -> None:
-        nonlocal count
+        nonlocal count, header_said
         count += len(matches)
         if sink is not None and runner is not None:
             if matches:
@@ -322,6 +324,9 @@ def detect_cmd(
             if fmt == "ocsf":
                 click.echo(_record(m, "ocsf").text)
             elif follow or fmt == "jsonl":  # streamed (--follow with json is jsonl)
+                if fmt == "table" and not header_said:
+                    click.echo("\t".join(_TABLE))
+                    header_said = True
                 click.echo(json.dumps(_row(m)) if fmt != "table" else _line(_row(m)))
             else:
                 rows.append(_row(m))
@@ -340,9 +345,10 @@ def detect_cmd(
                 runner.run(sink.close())
     if fmt == "json" and sink is None:
         click.echo(json.dumps(rows, indent=2))
-    elif fmt == "table" and sink is None:
-        for row in rows:
-            click.echo(_line(row))
+    elif fmt == "table" and sink is None and rows:
+        from queries.output import write_result
+
+        write_result(_Matches(rows), "table", None, max_rows=len(rows))
     n = len(rs.rules) + len(rs.correlations)
     skipped = f", {len(refused)} refused (named above)" if refused else ""
     click.echo(f"{count} match(es), {n} rule(s){skipped}", err=True)
@@ -350,8 +356,27 @@ def detect_cmd(
         sys.exit(1)  # the others ran; a gate must still see that some could not
 
 
+#: The columns of the table (and of `--follow`'s lines): time (with its zone), level, rule,
+#: who and where, the tool, the decision, what matched.
+_TABLE = ("time", "level", "rule", "user", "host", "tool", "decision", "what")
+
+
 def _line(row: dict[str, Any]) -> str:
-    return (
-        f"{row['time'][:19]}  {row['level']:<8} {row['rule'][:40]:<40} {row['tool'] or '-':<10}"
-        f" {row['decision']:<6} {row['what']}"
-    )
+    """One match as one tab-separated line (`--follow`): the table's columns."""
+    return "\t".join(str(row.get(c) or "-") for c in _TABLE)
+
+
+class _Matches:
+    """Matches as a result for the shared table writer (a header, nothing cut)."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.columns = [(c, "VARCHAR") for c in _TABLE]
+        self.rows = [tuple(r.get(c) or "" for c in _TABLE) for r in rows]
+
+    def batches(self, size: int = 10_000) -> Any:
+        yield self.rows
+
+    def arrow(self) -> Any:
+        import pyarrow as pa
+
+        return pa.table({c: [r[i] for r in self.rows] for i, c in enumerate(_TABLE)})

@@ -216,6 +216,15 @@ def _connect(d: Path, o: dict[str, Any]) -> Any:
     show_default=True,
     help="file://: rotate past this size.",
 )
+@click.option(
+    "--from",
+    "start",
+    type=click.Choice(["all", "now"]),
+    default="all",
+    show_default=True,
+    help="Where a new sink starts: every outcome the stream holds, or those appended from "
+    "now on. A sink that exists resumes where it left off.",
+)
 @click.option("--ack-wait", type=float, default=120.0, hidden=True)
 @click.option("-v", "--verbose", is_flag=True)
 @click.pass_context
@@ -284,6 +293,8 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
             batch=o["batch"],
             ack_wait=o["ack_wait"],
             to=redact_url(o["to"]),
+            start=o["start"],
+            notice=lambda m: click.echo(f"hookaudit siem: {m}", err=True),
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

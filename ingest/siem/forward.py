@@ -33,6 +33,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,10 @@ class Forwarder:
     ack_wait: float = 120.0
     max_backoff: float = 10.0
     to: str = ""
+    #: where a new sink starts: "all" (every outcome the stream holds) or "now" (new ones)
+    start: str = "all"
+    #: told where the sink starts, once its consumer is known (the command prints it)
+    notice: Callable[[str], None] | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     counters: Counters = field(init=False)
     _saved_at: float = field(init=False, default=0.0)
@@ -123,7 +128,9 @@ class Forwarder:
             name=consumer_name(self.name),
             durable_name=consumer_name(self.name),
             description=f"hookaudit siem {self.name}: ack after the SIEM accepted",
-            deliver_policy=js_api.DeliverPolicy.ALL,
+            deliver_policy=js_api.DeliverPolicy.NEW
+            if self.start == "now"
+            else js_api.DeliverPolicy.ALL,
             ack_policy=js_api.AckPolicy.EXPLICIT,
             ack_wait=self.ack_wait,
             max_ack_pending=max(4 * self.batch, 1024),
@@ -135,7 +142,13 @@ class Forwarder:
             except Exception as e:  # not found: create it
                 if "not found" not in str(e).lower() and "10014" not in str(e):
                     raise
-                await js.add_consumer(self.names.outcomes_stream, cfg)
+                made = await js.add_consumer(self.names.outcomes_stream, cfg)
+                self._tell(
+                    f"new sink {self.name}: starts with the oldest outcome the stream holds "
+                    f"({made.num_pending} to forward; --from now starts with new ones)"
+                    if self.start != "now"
+                    else f"new sink {self.name}: starts with the outcomes appended from now on"
+                )
                 return
         except Exception as e:
             if getattr(e, "err_code", None) == _STREAM_NOT_FOUND:
@@ -144,12 +157,21 @@ class Forwarder:
                 f"consumer {cfg.durable_name} on {self.names.outcomes_stream}: {e}"
             ) from e
         have = info.config.filter_subject
+        if have == subject:
+            self._tell(
+                f"sink {self.name}: resumes where it left off ({info.num_pending} outcomes to "
+                "forward)"
+            )
         if have != subject:
             raise Unavailable(
                 f"consumer {cfg.durable_name} exists with filter {have!r} (want {subject!r}); "
                 f"use another --name or remove it (nats consumer rm "
                 f"{self.names.outcomes_stream} {cfg.durable_name})"
             )
+
+    def _tell(self, message: str) -> None:
+        if self.notice is not None:
+            self.notice(message)
 
     async def _await_consumer(self, js: Any) -> bool:
         """The consumer, once the stream exists (a worker makes it): False if stopped first."""
