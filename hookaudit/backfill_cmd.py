@@ -30,10 +30,12 @@ __all__ = ["backfill_cmd"]
               help="Only calls at or after TIME (7d, 12h, 2026-03-01).")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="List the calls found; publish nothing.")
 def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw: Any) -> None:
-    """Publish the tool calls of Claude Code transcripts as PreToolUse events.
+    """Publish the tool calls of agents' transcripts as PreToolUse events.
 
     Each tool call in a transcript (PATH: a .jsonl file or a directory of them; default
-    ~/.claude/projects) becomes the PreToolUse input Claude Code would have sent, with
+    ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp and ~/.qwen/projects: Claude Code's
+    transcripts, Codex CLI's rollouts, Gemini CLI's and Qwen Code's chat files, each told
+    by its content) becomes the PreToolUse input that agent would have sent, with
     source "backfill", an id derived from its session and tool_use id (a second run adds
     nothing), and whether the transcript shows it ran. Nobody waits for these: the worker
     records the policy's verdict as observed. `hookaudit query unchecked` then lists the
@@ -47,9 +49,16 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
     """
     from engine.errors import HookauditError
     from ingest.backfill import Scan, scan_path, transcripts
+    from ingest.backfill_agents import AgentCall, scan_agent_file
     from queries.catalog import QueryError, parse_time
 
-    roots = list(paths) or [Path.home() / ".claude" / "projects"]
+    home = Path.home()
+    roots = list(paths) or [
+        p
+        for p in (home / ".claude" / "projects", home / ".codex" / "sessions",
+                  home / ".gemini" / "tmp", home / ".qwen" / "projects")
+        if p.is_dir()
+    ]  # fmt: skip
     try:
         cutoff: datetime | None = parse_time(since) if since else None
     except QueryError as e:
@@ -58,14 +67,17 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
     target = None if dry_run else existing_target(kw, "hookaudit backfill")
     scan, failed = Scan(), 0
     files = 0
+    agent_calls: list[AgentCall] = []
     for f in transcripts(roots):
         try:
-            scan_path(f, scan)
+            if scan_agent_file(f, scan, agent_calls) is None:
+                scan_path(f, scan)
             files += 1
         except OSError as e:
             click.echo(f"hookaudit backfill: {f}: {e.strerror or e}", err=True)
             failed += 1
-    calls = [c for c in scan.calls if cutoff is None or c.ts >= cutoff]
+    everything: list[Any] = [*scan.calls, *agent_calls]
+    calls = [c for c in everything if cutoff is None or c.ts >= cutoff]
     summary = (
         f"{files} transcript(s), {scan.lines} lines ({scan.skipped} passed over), "
         f"{len(calls)} tool call(s): {sum(c.ran is True for c in calls)} ran, "
@@ -75,7 +87,10 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
     if dry_run:
         for c in calls:
             ran = {True: "ran", False: "refused", None: "-"}[c.ran]
-            click.echo(f"{c.ts.isoformat()}  {c.session_id}  {c.tool_use_id}  {c.tool_name}  {ran}")
+            agent = getattr(c, "agent", "claude_code")
+            click.echo(
+                f"{c.ts.isoformat()}  {agent}  {c.session_id}  {c.tool_use_id}  {c.tool_name}  {ran}"
+            )
         click.echo(summary, err=True)
         sys.exit(1 if failed else 0)
     try:

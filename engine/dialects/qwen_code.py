@@ -3,7 +3,9 @@ protocol.
 
 What the binary does (tests/agents runs it):
 - Its hook input is Claude Code's (event names, `tool_use_id`), with the Gemini CLI tool
-  names (`run_shell_command`), normalised here as for Gemini CLI.
+  names (`run_shell_command`), normalised here as for Gemini CLI. Its tool events carry the
+  provider's call id too (`tool_call_id`): that is the canonical `tool_use_id`, the one its
+  chat files keep, so a backfilled call pairs with the live one.
 - It obeys Claude Code's answers: `hookSpecificOutput.permissionDecision` on exit 0, or
   exit 2 with the reason on stderr (stdout ignored). Other exit codes let the call run.
 - `ask` is a deny headless, and an `updatedInput` with allow was not applied: both are
@@ -43,7 +45,10 @@ class QwenCode(Dialect):
             out["tool_name"], out["tool_input"] = canonical_tool(
                 tool, payload.get("tool_input"), payload
             )
-            if not isinstance(out.get("tool_use_id"), str):
+            if isinstance(payload.get("tool_call_id"), str):
+                # the provider's call id: the one Qwen Code's chat files keep (backfill pairs on it)
+                out["tool_use_id"] = payload["tool_call_id"]
+            elif not isinstance(out.get("tool_use_id"), str):
                 session = payload.get("session_id")
                 out["tool_use_id"] = derived_id(
                     session if isinstance(session, str) else "",

@@ -1,6 +1,6 @@
 -- unchecked: tool calls a transcript shows that no live hook decided (hookaudit backfill).
 --
--- Every PreToolUse that `hookaudit backfill` took from a Claude Code transcript and that
+-- Every PreToolUse that `hookaudit backfill` took from an agent's transcript and that
 -- has no live PreToolUse of the same tool_use id (unique per call; a resumed session that
 -- copies its history into another transcript repeats the id, and is listed once): a call
 -- Claude Code made while
@@ -38,6 +38,7 @@ SELECT
     coalesce(b.decision, 'allow') AS policy,
     b.reason,
     b.tool_use_id,
+    b.agent,
     b.id
 FROM backfilled b
 ANTI JOIN live l ON l.tool_use_id = b.tool_use_id

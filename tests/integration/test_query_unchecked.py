@@ -84,7 +84,12 @@ def test_backfill_dry_run_on_a_real_transcript(tmp_path: Path) -> None:
     assert p.returncode == 1  # the missing file: named, the rest done
     assert "missing.jsonl: No such file or directory" in p.stderr
     (line,) = p.stdout.splitlines()
-    assert line.split()[2:] == ["toolu_t00000", "Bash", "refused"], line
+    assert line.split()[1:2] + line.split()[3:] == [
+        "claude_code",
+        "toolu_t00000",
+        "Bash",
+        "refused",
+    ], line
     assert "1 transcript(s)" in p.stderr and "(1 passed over)" in p.stderr, p.stderr
     bad = subprocess.run([str(BIN / "hookaudit"), "backfill", "--since", "yesterday", str(t)],
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

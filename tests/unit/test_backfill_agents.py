@@ -1,0 +1,102 @@
+"""Backfill of Codex CLI rollouts and Gemini CLI and Qwen Code chat files (captured from the
+real binaries, one run allowed and one denied each): every tool call, whether it ran, and
+the same canonical payload and tool_use_id as the live hook the binary sent for it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.dialects.registry import get
+from ingest.backfill import Scan
+from ingest.backfill_agents import AgentCall, scan_agent_file
+
+HERE = Path(__file__).resolve().parents[1] / "fixtures" / "agents" / "transcripts"
+CASES = [(a, r) for a in ("codex", "gemini_cli", "qwen_code") for r in ("allowed", "denied")]
+
+
+def _scan(path: Path) -> tuple[str | None, Scan, list[AgentCall]]:
+    scan: Scan = Scan()
+    calls: list[AgentCall] = []
+    kind = scan_agent_file(path, scan, calls)
+    return kind, scan, calls
+
+
+@pytest.mark.parametrize(("agent", "run"), CASES)
+def test_a_session_file_gives_the_live_hooks_call(agent: str, run: str) -> None:
+    kind, scan, calls = _scan(HERE / f"{agent}-{run}.jsonl")
+    assert kind == agent and scan.skipped == 0
+    (call,) = calls
+    assert call.ran is (run == "allowed")
+    live = get(agent).normalise(json.loads((HERE / f"{agent}-{run}.hook.json").read_text()))
+    back = call.event()
+    payload = json.loads(back.payload)
+    for key in ("hook_event_name", "session_id", "tool_name", "tool_input", "tool_use_id"):
+        assert payload[key] == live.payload[key], key
+    assert (back.agent, back.agent_tool, back.source) == (agent, live.agent_tool, "backfill")
+    assert payload["hookaudit_backfill"]["ran"] is (run == "allowed")
+    assert call.event().id == back.id  # a second run gives the same id
+
+
+def test_a_claude_code_transcript_is_not_taken_for_another_agents(tmp_path: Path) -> None:
+    claude = Path(__file__).resolve().parents[1] / "fixtures" / "claude_code"
+    some = next(claude.rglob("*.jsonl"), None)
+    f = tmp_path / "t.jsonl"
+    f.write_text(
+        '{"parentUuid":null,"sessionId":"s","type":"user","uuid":"u","version":"2.1.332",'
+        '"message":{"role":"user","content":"hi"}}\n'
+    )
+    assert _scan(f)[0] is None
+    if some is not None:
+        assert _scan(some)[0] is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    head=st.sampled_from([
+        '{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{"id":"s"}}',
+        '{"sessionId":"s","projectHash":"h","startTime":"2026-01-01T00:00:00Z"}',
+        '{"uuid":"u","sessionId":"s","provenance":"real_user","type":"user"}',
+    ]),
+    lines=st.lists(
+        st.one_of(
+            st.text(max_size=80),
+            st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                         lambda k: st.lists(k, max_size=3) | st.dictionaries(
+                             st.sampled_from(["type", "payload", "toolCalls", "message", "parts",
+                                              "functionCall", "args", "id", "name", "call_id",
+                                              "arguments", "timestamp", "toolCallResult"]),
+                             k, max_size=4), max_leaves=12).map(json.dumps),
+        ),
+        max_size=12,
+    ),
+)  # fmt: skip
+def test_hostile_session_files_are_counted_never_raised(head: str, lines: list[str]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "s.jsonl"
+        f.write_text("\n".join([head, *lines]) + "\n")
+        _, scan, calls = _scan(f)
+        assert scan.lines >= 1
+        for c in calls:
+            c.event()  # each call found makes an event the worker admits
+
+
+def test_a_fifo_is_refused_and_a_long_line_passed_over(tmp_path: Path) -> None:
+    fifo = tmp_path / "p.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError):
+        _scan(fifo)
+    big = tmp_path / "big.jsonl"
+    from ingest.backfill import MAX_LINE
+
+    src = (HERE / "codex-allowed.jsonl").read_text().splitlines()
+    big.write_text("\n".join([src[0], "x" * (MAX_LINE + 10), *src[1:]]) + "\n")
+    kind, scan, calls = _scan(big)
+    assert kind == "codex" and scan.skipped == 1 and len(calls) == 1
