@@ -37,7 +37,8 @@ def _commands(
 def commands_page() -> str:
     from hookaudit.cli import root
 
-    ctx = click.Context(root, info_name="hookaudit", terminal_width=100, max_content_width=100)
+    settings = {**root.context_settings, "terminal_width": 100, "max_content_width": 100}
+    ctx = click.Context(root, info_name="hookaudit", **settings)
     out = [_GENERATED, "# Commands\n", "Every `hookaudit` command and its `--help`.\n"]
     for path, cmd, sub in _commands(root, ctx, []):
         sub.terminal_width = sub.max_content_width = 100

@@ -1,4 +1,8 @@
-"""`hookaudit siem`: stream outcomes to a SIEM; `hookaudit siem status`: what each sink did."""
+"""`hookaudit siem`: stream outcomes to a SIEM; `hookaudit siem status`: what each sink did.
+
+Longer than 400 lines: one command group and its options (sink, format, TLS, redaction,
+where a new sink starts), each with its help text.
+"""
 
 from __future__ import annotations
 

@@ -103,14 +103,8 @@ def wire_cmd(
 
 
 def _wire_cline(data_dir: Path, home: Path | None, project: Path | None, print_only: bool) -> None:
-    from ingest.wire.agents import (
-        CLINE_NOTES,
-        WireError,
-        cline_dir,
-        cline_files,
-        hookaudit_command,
-        write_files,
-    )
+    from ingest.wire.agents import WireError, hookaudit_command
+    from ingest.wire.cline import CLINE_NOTES, cline_dir, cline_files, write_files
 
     folder = cline_dir(home=home, project=project)
     try:
@@ -134,7 +128,8 @@ def _wire_cline(data_dir: Path, home: Path | None, project: Path | None, print_o
 def _wire_opencode(
     data_dir: Path, home: Path | None, project: Path | None, print_only: bool
 ) -> None:
-    from ingest.wire.agents import WireError, hookaudit_argv, write_files
+    from ingest.wire.agents import WireError, hookaudit_argv
+    from ingest.wire.cline import write_files
     from ingest.wire.opencode import MARK, plugin, plugin_path
 
     path = plugin_path(home=home, project=project)

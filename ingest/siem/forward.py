@@ -23,6 +23,9 @@ Rules of this file:
 Example:
     await Forwarder(connect=co, names=names(), name="splunk", fmt="ocsf", sink=sink,
                     redactor=Redactor(key=k), data_dir=d).run()
+
+Longer than 400 lines: the forwarder's no-loss contract (the consumer, its two stages, the
+held batches and the acks after the sink took them) is one state machine, read in one place.
 """
 
 from __future__ import annotations

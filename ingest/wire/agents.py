@@ -33,6 +33,7 @@ __all__ = [
     "LAYOUTS",
     "Layout",
     "WireError",
+    "command_for",
     "config_path",
     "hookaudit_argv",
     "hookaudit_command",
@@ -210,7 +211,8 @@ def config_path(agent: str, *, home: Path | None, project: Path | None) -> Path:
     return (home if home is not None else Path.home()) / layout.home_file
 
 
-def _command(layout: Layout, event: str, data_dir: Path, hookaudit: str) -> str:
+def command_for(layout: Layout, event: str, data_dir: Path, hookaudit: str) -> str:
+    """The shell command of `layout`'s hook for `event`."""
     parts = [hookaudit, "emit", "--agent", layout.agent, "--data-dir", shlex.quote(str(data_dir))]
     if event in layout.enforce:
         parts += ["--wait", "--timeout", str(WAIT_TIMEOUT), "--fail", "closed"]
@@ -223,7 +225,7 @@ def _entry(layout: Layout, event: str, data_dir: Path, hookaudit: str) -> dict[s
     hook: dict[str, Any] = {"type": "command"}
     if layout.named:
         hook["name"] = "hookaudit"
-    hook[layout.command_key] = _command(layout, event, data_dir, hookaudit)
+    hook[layout.command_key] = command_for(layout, event, data_dir, hookaudit)
     hook[layout.timeout_key] = seconds * layout.timeout_scale
     if layout.flat:
         if event in layout.tool_events:
@@ -324,83 +326,3 @@ def write(path: Path, doc: dict[str, Any]) -> None:
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise WireError(f"{path}: {e.strerror or e}") from e
-
-
-# -- Cline: one executable file per event ------------------------------------------------
-
-#: Cline's hook files: the events whose decision it waits for, and those recorded.
-CLINE_ENFORCE = ("PreToolUse", "UserPromptSubmit")
-CLINE_RECORD = (
-    "PostToolUse",
-    "TaskStart",
-    "TaskResume",
-    "TaskComplete",
-    "TaskCancel",
-    "TaskError",
-    "SessionShutdown",
-    "PreCompact",
-)
-CLINE_MARK = "# written by `hookaudit wire cline`"
-CLINE_NOTES = (
-    "Cline runs every executable file in ~/.cline/hooks/ (or the project's "
-    ".clinerules/hooks/) named after an event. Its only block ends the whole task: a call "
-    "the policy denies does not run, and the task stops with the reason shown."
-)
-
-
-def cline_dir(*, home: Path | None, project: Path | None) -> Path:
-    if project is not None:
-        return project / ".clinerules" / "hooks"
-    return (home if home is not None else Path.home()) / ".cline" / "hooks"
-
-
-def cline_files(folder: Path, *, data_dir: Path, hookaudit: str) -> dict[Path, str]:
-    """Each hook file `wire cline` writes, with its text. A file already there that is not
-    hookaudit's is refused (WireError naming it): Cline runs one file an event, and wiring
-    never drops a hook of yours.
-    """
-    layout = Layout(
-        agent="cline", home_file="", project_file="", enforce=CLINE_ENFORCE, record=CLINE_RECORD,
-        tool_events=frozenset(), any_tool="", timeout_scale=1, capped={}, named=False, notes="",
-    )  # fmt: skip
-    # Cline reads no exit code: when hookaudit cannot even start (exit non-zero with nothing
-    # said), the file's own cancel blocks an enforced event.
-    fallback = '{"cancel":true,"errorMessage":"hookaudit could not run; blocked because the hook fails closed"}'
-    out: dict[Path, str] = {}
-    for event in (*CLINE_ENFORCE, *CLINE_RECORD):
-        path = folder / event
-        if path.exists() or path.is_symlink():
-            try:
-                from engine.userfiles import read_regular
-
-                text = read_regular(path, 1 << 20).decode("utf-8", "replace")
-            except OSError as e:
-                raise WireError(f"{path}: {e}") from e
-            if CLINE_MARK not in text:
-                raise WireError(
-                    f"{path}: a hook that is not hookaudit's is there; merge it by hand"
-                )
-        command = _command(layout, event, data_dir, hookaudit)
-        if event in CLINE_ENFORCE:
-            body = f"{command} || printf '%s\\n' {shlex.quote(fallback)}\n"
-        else:
-            body = f"exec {command}\n"
-        out[path] = f"#!/bin/sh\n{CLINE_MARK}\n{body}"
-    return out
-
-
-def write_files(files: dict[Path, str]) -> None:
-    """Write each executable hook file (aside, then renamed)."""
-    for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.hookaudit-{os.getpid()}")
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, path)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise WireError(f"{path}: {e.strerror or e}") from e

@@ -176,11 +176,13 @@ def test_gemini_blocks_on_its_own_event_names_and_on_unknown_ones() -> None:
     assert g.block("SessionStart", "x").exit_code == 0
 
 
+def _nested(kids: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=4)
+
+
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda kids: (
-        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=4)
-    ),
+    _nested,
     max_leaves=20,
 )
 _names = st.sampled_from(
