@@ -71,7 +71,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "detect": (
         "hookaudit.detect_cmd:detect_cmd",
-        "Run Sigma rules (product claude_code) over the history.",
+        "Run Sigma rules over the history (products: coding_agent, claude_code, codex, ...).",
     ),
     "siem": (
         "hookaudit.siem_cmd:siem_group",

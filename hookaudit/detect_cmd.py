@@ -66,6 +66,7 @@ def _row(m: Any) -> dict[str, Any]:
         "tool": m.tool,
         "decision": m.decision,
         "what": str(m.what)[:200],
+        "agent": getattr(m, "agent", "claude_code"),
     }
     if hasattr(m, "events"):  # a correlation: its window
         row |= {
@@ -97,6 +98,7 @@ def _record(m: Any, fmt: str) -> Any:
             tool=m.tool,
             decision=m.decision,
             what=m.what,
+            agent=getattr(m, "agent", "claude_code"),
         )
         if hasattr(m, "events"):
             _window(doc, m)
@@ -172,7 +174,7 @@ async def _send(sink: Any, records: list[Any], max_backoff: float = 10.0) -> int
     "rules_dir",
     required=True,
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="A directory of Sigma rules (product: claude_code), e.g. infra/sigma.",
+    help="A directory of Sigma rules (product: coding_agent for every agent, or one agent), e.g. infra/sigma.",
 )
 @click.option("--since", default=None, help="Only events at or after: 7d, 12h, or ISO-8601.")
 @click.option(

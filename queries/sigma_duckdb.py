@@ -322,6 +322,7 @@ class Match:
     tool: str | None
     decision: str
     what: str
+    agent: str = "claude_code"
 
 
 def rule_sql(rule: Rule) -> str:
@@ -371,7 +372,7 @@ def detect_history(
     for rule in rules:
         rows = con.execute(
             'SELECT id, ts, worker, seq, "SessionId", "User", "Host", "ToolName", "Decision", '
-            'coalesce("CommandLine", "TargetFilename", "c-uri", \'\') '
+            'coalesce("CommandLine", "TargetFilename", "c-uri", \'\'), "Agent" '
             f"FROM sigma_events WHERE {rule_sql(rule)}"
         ).fetchall()
         out += [Match(rule, *r) for r in rows]

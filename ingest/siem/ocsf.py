@@ -294,6 +294,7 @@ def sigma_finding(
     tool: str | None,
     decision: str,
     what: str,
+    agent: str = "claude_code",
 ) -> dict[str, Any]:
     """The OCSF Detection Finding (2004) of a Sigma rule's match on one logged event.
 
@@ -309,7 +310,7 @@ def sigma_finding(
     """
     sev = _LEVELS.get(level, 3)
     uid = f"{rule_id or rule_title}.{event_id}"
-    actor: dict[str, Any] = {"app_name": "claude-code"}
+    actor: dict[str, Any] = {"app_name": app_name(agent)}
     if user:
         actor["user"] = {"name": user}
     if session_id:
