@@ -67,15 +67,20 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
     target = None if dry_run else existing_target(kw, "hookaudit backfill")
     scan, failed = Scan(), 0
     files = 0
+    from hookaudit.progress import Bar
+
     agent_calls: list[AgentCall] = []
-    for f in transcripts(roots):
-        try:
-            if scan_agent_file(f, scan, agent_calls) is None:
-                scan_path(f, scan)
-            files += 1
-        except OSError as e:
-            click.echo(f"hookaudit backfill: {f}: {e.strerror or e}", err=True)
-            failed += 1
+    found = list(transcripts(roots))
+    with Bar("reading", total=len(found), unit="files") as bar:
+        for f in found:
+            try:
+                if scan_agent_file(f, scan, agent_calls) is None:
+                    scan_path(f, scan)
+                files += 1
+            except OSError as e:
+                click.echo(f"hookaudit backfill: {f}: {e.strerror or e}", err=True)
+                failed += 1
+            bar.advance()
     everything: list[Any] = [*scan.calls, *agent_calls]
     calls = [c for c in everything if cutoff is None or c.ts >= cutoff]
     summary = (
@@ -103,6 +108,7 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
 
 
 async def _publish(target: Any, events: list[Any]) -> tuple[int, int, int]:
+    from hookaudit.progress import Bar
     from ingest.emit.publish import Publisher, connect, quiet_nats_logs
 
     quiet_nats_logs()
@@ -110,15 +116,17 @@ async def _publish(target: Any, events: list[Any]) -> tuple[int, int, int]:
     try:
         publish = Publisher(nc, target)
         sent = dup = refused = 0
-        for ev in events:
-            r = await publish(ev)
-            if r.rejected:
-                click.echo(f"hookaudit backfill: {ev.tool_use_id}: {r.rejected}", err=True)
-                refused += 1
-            elif r.duplicate:
-                dup += 1
-            else:
-                sent += 1
+        with Bar("publishing", total=len(events), unit="events") as bar:
+            for ev in events:
+                r = await publish(ev)
+                if r.rejected:
+                    click.echo(f"hookaudit backfill: {ev.tool_use_id}: {r.rejected}", err=True)
+                    refused += 1
+                elif r.duplicate:
+                    dup += 1
+                else:
+                    sent += 1
+                bar.advance()
         return sent, dup, refused
     finally:
         await nc.close()
