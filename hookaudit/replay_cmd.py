@@ -53,10 +53,14 @@ def _check_events(events: tuple[str, ...]) -> None:
     """An unknown --event is a usage error listing the known ones (it would select nothing)."""
     from engine.events import CATALOG
 
+    import difflib
+
     for name in events:
         if name not in CATALOG:
+            near = difflib.get_close_matches(name, list(CATALOG), n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
             raise click.BadParameter(
-                f"unknown event {name!r} (known: {', '.join(sorted(CATALOG))})",
+                f"unknown event {name!r} ({hint}known: {', '.join(sorted(CATALOG))})",
                 param_hint="--event",
             )
 

@@ -20,3 +20,13 @@ def test_every_kind_of_finding_is_in_the_help() -> None:
     shown = CliRunner().invoke(lint_cmd, ["--help"]).output
     missing = sorted(k for k in kinds if f"  {k} " not in shown)
     assert not missing, f"lint --help does not list: {missing}"
+
+
+def test_a_mistyped_event_name_is_named_with_the_one_meant() -> None:
+    import click
+    import pytest
+
+    from hookaudit.replay_cmd import _check_events
+
+    with pytest.raises(click.BadParameter, match="did you mean 'PreToolUse'"):
+        _check_events(("PreTooluse",))
