@@ -42,6 +42,14 @@ __all__ = [
 ]
 
 WAIT_TIMEOUT = 10  # emit --timeout: the worker's decision, in seconds
+#: After an enforced command for an agent that lets a call run on an exit other than 2 (or
+#: on exit 2 with nothing on stderr): a hookaudit that cannot start (not found: 127; a
+#: broken install: 1) still blocks. Exit 0 and 2 are emit's own answers and pass through.
+BLOCK_UNLESS_ANSWERED = (
+    "; rc=$?; case $rc in 0|2) exit $rc;; esac; "
+    "echo \"hookaudit could not run (exit $rc); blocked because the hook fails closed\" >&2; "
+    "exit 2"
+)
 HOOK_TIMEOUT = 15  # the agent's timeout for the hook, in seconds: above emit's own
 
 
@@ -101,6 +109,7 @@ LAYOUTS: dict[str, Layout] = {
     ),
     "codex": Layout(
         agent="codex",
+        enforced_suffix=BLOCK_UNLESS_ANSWERED,
         home_file=".codex/hooks.json",
         project_file=".codex/hooks.json",
         enforce=("PreToolUse", "PermissionRequest", "UserPromptSubmit", "Stop"),
@@ -120,6 +129,7 @@ LAYOUTS: dict[str, Layout] = {
     ),
     "gemini_cli": Layout(
         agent="gemini_cli",
+        enforced_suffix=BLOCK_UNLESS_ANSWERED,
         home_file=".gemini/settings.json",
         project_file=".gemini/settings.json",
         enforce=("BeforeTool", "BeforeAgent", "AfterAgent"),
@@ -139,6 +149,7 @@ LAYOUTS: dict[str, Layout] = {
     ),
     "copilot_cli": Layout(
         agent="copilot_cli",
+        enforced_suffix=BLOCK_UNLESS_ANSWERED,
         home_file=".copilot/hooks/hookaudit.json",
         project_file=".github/hooks/hookaudit.json",
         enforce=("PreToolUse", "PermissionRequest", "Stop"),
@@ -162,6 +173,7 @@ LAYOUTS: dict[str, Layout] = {
     ),
     "qwen_code": Layout(
         agent="qwen_code",
+        enforced_suffix=BLOCK_UNLESS_ANSWERED,
         home_file=".qwen/settings.json",
         project_file=".qwen/settings.json",
         enforce=("PreToolUse", "UserPromptSubmit", "Stop"),

@@ -112,3 +112,35 @@ def test_copilot_and_cline_and_opencode_files(tmp_path: Path) -> None:
     again = wire("cline", "--data-dir", str(data), "--home", str(home))
     assert again.returncode == 1 and str(mine) in again.stderr
     assert mine.read_text() == "#!/bin/sh\necho mine\n"
+
+
+@pytest.mark.parametrize(
+    "agent", ["codex", "gemini_cli", "copilot_cli", "qwen_code", "claude_code"]
+)
+def test_an_enforced_hook_blocks_when_hookaudit_cannot_start(agent: str, tmp_path: Path) -> None:
+    """Not found (127) or a broken install (1) is exit 2 with a reason; emit's own answers
+    (0, or 2 with its reason) pass through as they are."""
+    import subprocess
+
+    from ingest.wire.agents import LAYOUTS, command_for
+
+    layout = LAYOUTS[agent]
+    event = layout.enforce[0]
+    stub = tmp_path / "stub"
+
+    def run(body: str | None) -> subprocess.CompletedProcess[str]:
+        exe = str(tmp_path / "missing") if body is None else str(stub)
+        if body is not None:
+            stub.write_text(f"#!/bin/sh\n{body}\n")
+            stub.chmod(0o755)
+        cmd = command_for(layout, event, tmp_path / "data", exe)
+        return subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30)
+
+    missing = run(None)
+    assert missing.returncode == 2 and missing.stderr.strip(), missing
+    broken = run("echo Traceback >&2; exit 1")
+    assert broken.returncode == 2, broken
+    denied = run("echo 'policy: no' >&2; exit 2")
+    assert (denied.returncode, denied.stderr) == (2, "policy: no\n")
+    allowed = run("exit 0")
+    assert (allowed.returncode, allowed.stdout, allowed.stderr) == (0, "", "")
