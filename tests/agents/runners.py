@@ -187,7 +187,9 @@ AGENTS: dict[
 }
 
 
-def run(agent: str, root: Path, data: Path, command: str) -> Run:
+def run(agent: str, root: Path, data: Path, command: str, *, break_hookaudit: bool = False) -> Run:
+    """`break_hookaudit`: the wired hooks run a hookaudit that is not there (as when the
+    agent's hooks outlive an uninstall): exit 127, which the wiring must turn into a block."""
     setup, results, kept = AGENTS[agent]
     home, work = root / "home", root / "work"
     home.mkdir(exist_ok=True)
@@ -197,6 +199,11 @@ def run(agent: str, root: Path, data: Path, command: str) -> Run:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(kept[1]))
     wire(agent.replace("_", "-"), data, home)
+    if break_hookaudit:
+        real = str(Path(sys.executable).with_name("hookaudit"))
+        for f in home.rglob("*"):
+            if f.is_file() and real in f.read_text(errors="replace"):
+                f.write_text(f.read_text().replace(real, str(root / "gone" / "hookaudit")))
     if kept is not None:  # what the user had is still there
         doc = json.loads((home / kept[0]).read_text())
         assert all(doc[k] == v for k, v in kept[1].items()), doc

@@ -106,3 +106,13 @@ def test_a_malformed_hook_input_blocks_and_is_recorded_as_rejected(
         assert blocks(agent, p), (agent, bad, p)
     rows = [x for x in outcomes(stack.data, agent) if x["decided_by"] == "rejected"]
     assert len(rows) == 3, rows
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_with_hookaudit_gone_the_call_does_not_run(
+    agent: str, tmp_path: Path, stack: Stack
+) -> None:
+    """The wired hook cannot start hookaudit at all (not found): the agent still blocks."""
+    marker = tmp_path / "ran"
+    r = run(agent, tmp_path, stack.data, f"touch {marker}", break_hookaudit=True)
+    assert not marker.exists(), (r.proc.stdout[-2000:], r.proc.stderr[-2000:])
