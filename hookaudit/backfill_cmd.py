@@ -30,12 +30,13 @@ __all__ = ["backfill_cmd"]
               help="Only calls at or after TIME (7d, 12h, 2026-03-01).")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="List the calls found; publish nothing.")
 def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw: Any) -> None:
-    """Publish the tool calls of agents' transcripts as PreToolUse events.
+    """Publish what agents' transcripts show as hook events: tool calls, prompts, results.
 
     Each tool call in a transcript (PATH: a .jsonl file or a directory of them; default
     ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp and ~/.qwen/projects: Claude Code's
     transcripts, Codex CLI's rollouts, Gemini CLI's and Qwen Code's chat files, each told
-    by its content) becomes the PreToolUse input that agent would have sent, with
+    by its content) becomes the PreToolUse input that agent would have sent (and a Claude
+    Code transcript's prompts and tool results their UserPromptSubmit and PostToolUse), with
     source "backfill", an id derived from its session and tool_use id (a second run adds
     nothing), and whether the transcript shows it ran. Nobody waits for these: the worker
     records the policy's verdict as observed. `hookaudit query unchecked` then lists the
@@ -83,11 +84,12 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
             bar.advance()
     everything: list[Any] = [*scan.calls, *agent_calls]
     calls = [c for c in everything if cutoff is None or c.ts >= cutoff]
+    others = [e for e in scan.events if cutoff is None or e.ts >= cutoff]
     summary = (
         f"{files} transcript(s), {scan.lines} lines ({scan.skipped} passed over), "
         f"{len(calls)} tool call(s): {sum(c.ran is True for c in calls)} ran, "
         f"{sum(c.ran is False for c in calls)} refused, {sum(c.ran is None for c in calls)} "
-        f"without a result"
+        f"without a result; {len(others)} prompt(s) and tool result(s)"
     )
     if dry_run:
         for c in calls:
@@ -99,7 +101,8 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
         click.echo(summary, err=True)
         sys.exit(1 if failed else 0)
     try:
-        sent, dup, refused = asyncio.run(_publish(target, [c.event() for c in calls]))
+        events = [c.event() for c in calls] + [e.event() for e in others]
+        sent, dup, refused = asyncio.run(_publish(target, events))
     except HookauditError as e:
         click.echo(f"hookaudit backfill: {e}", err=True)
         sys.exit(1)

@@ -53,6 +53,7 @@ import msgspec
 
 from engine.records import HookEvent, new_event
 from engine.userfiles import open_regular
+from ingest.backfill_events import post_event, prompt_event
 
 __all__ = [
     "MAX_LINE",
@@ -132,6 +133,7 @@ class Scan:
     """What one or more transcripts hold: their tool calls, and what was passed over."""
 
     calls: list[Call] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)  # prompts and results (backfill_events)
     lines: int = 0
     skipped: int = 0  # lines or blocks that are not what Claude Code writes
     results: int = 0
@@ -282,7 +284,12 @@ def scan_lines(
                 _str(entry.get("promptId")) or was[0],
                 _str(entry.get("permissionMode")) or was[1],
             )
-            _results(entry, scan, by_id)
+            said = (
+                prompt_event(entry, transcript, n, prompt[session][1]) if subagent is None else None
+            )
+            if said is not None and len(scan.events) < MAX_CALLS:
+                scan.events.append(said)
+            _results(entry, scan, by_id, n)
     return scan
 
 
@@ -337,7 +344,9 @@ def _calls(
         scan.calls.append(call)
 
 
-def _results(entry: dict[str, Any], scan: Scan, by_id: dict[tuple[str, str], Call]) -> None:
+def _results(
+    entry: dict[str, Any], scan: Scan, by_id: dict[tuple[str, str], Call], n: int = 0
+) -> None:
     session = _str(entry.get("sessionId"))
     for b in _blocks(entry):
         if not isinstance(b, dict) or b.get("type") != "tool_result":
@@ -355,3 +364,7 @@ def _results(entry: dict[str, Any], scan: Scan, by_id: dict[tuple[str, str], Cal
             or (isinstance(content, str) and content.startswith("<tool_use_error>"))
         )
         call.ran = not refused
+        if not refused and len(scan.events) < MAX_CALLS:
+            post = post_event(entry, b, call, n)
+            if post is not None:
+                scan.events.append(post)

@@ -47,7 +47,7 @@ WAIT_TIMEOUT = 10  # emit --timeout: the worker's decision, in seconds
 #: broken install: 1) still blocks. Exit 0 and 2 are emit's own answers and pass through.
 BLOCK_UNLESS_ANSWERED = (
     "; rc=$?; case $rc in 0|2) exit $rc;; esac; "
-    "echo \"hookaudit could not run (exit $rc); blocked because the hook fails closed\" >&2; "
+    'echo "hookaudit could not run (exit $rc); blocked because the hook fails closed" >&2; '
     "exit 2"
 )
 HOOK_TIMEOUT = 15  # the agent's timeout for the hook, in seconds: above emit's own

@@ -140,10 +140,14 @@ def unchecked(dep: Deployment, home: Path, n_calls: int) -> list[dict]:
     """`hookaudit backfill` of Claude Code's transcripts, then `hookaudit query unchecked`."""
     p = subprocess.run([str(BIN / "hookaudit"), "backfill", str(home / ".claude" / "projects")],
                        env=dep.env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert p.returncode == 0 and f"published {n_calls} " in p.stderr, p.stderr
+    assert p.returncode == 0 and f" {n_calls} tool call(s)" in p.stderr, p.stderr
     deadline = time.monotonic() + 30
     while True:  # the worker records them (observed)
-        backfilled = [o for o in iter_outcomes(dep.data) if o.event.source == "backfill"]
+        backfilled = [
+            o
+            for o in iter_outcomes(dep.data)
+            if o.event.source == "backfill" and o.event.event == "PreToolUse"
+        ]
         if len(backfilled) >= n_calls or time.monotonic() > deadline:
             break
         time.sleep(0.3)

@@ -247,3 +247,39 @@ def test_no_line_makes_the_scan_raise(lines: list[str | bytes]) -> None:
     scan = scan_lines(lines, "t")
     for c in scan.calls:
         c.event(host="h", user="u")  # and every call makes an event
+
+
+#: What a transcript does not keep of a hook input (left out of the rebuilt event).
+NOT_IN_TRANSCRIPTS = {"PostToolUse": {"duration_ms"}, "PostToolUseFailure": {"duration_ms"}}
+
+
+def test_prompts_and_results_are_the_inputs_claude_code_sent() -> None:
+    """Every UserPromptSubmit, PostToolUse and PostToolUseFailure the real binary sent is
+    rebuilt from its transcript, field by field (the transcript keeps no duration)."""
+    compared: set[str] = set()
+    for path in FIXTURES:
+        doc = json.loads(path.read_text())
+        for sent in doc["hook_inputs"]:
+            name = sent.get("hook_event_name")
+            if name not in ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure"):
+                continue
+            if "agent_id" in sent:
+                continue  # a subagent's calls are in its own transcript
+            events = scan_lines(_lines(doc), sent["transcript_path"]).events
+            mine = [e for e in events if e.event_name == name]
+            if name != "UserPromptSubmit":
+                mine = [e for e in mine if e.payload["tool_use_id"] == sent["tool_use_id"]]
+            else:
+                mine = [e for e in mine if e.payload["prompt_id"] == sent["prompt_id"]]
+            assert mine, (path.name, name)
+            payload = dict(mine[0].payload)
+            extra = payload.pop("hookaudit_backfill")
+            want = {k: v for k, v in sent.items() if k not in NOT_IN_TRANSCRIPTS.get(name, set())}
+            assert payload == want, (path.name, payload, want)
+            assert list(payload) == list(want), (path.name, "key order")
+            assert extra["transcript"] == sent["transcript_path"]
+            ev = mine[0].event()
+            assert ev.event == name and ev.source == "backfill"
+            assert ev.id == mine[0].event().id  # stable: a second backfill adds nothing
+            compared.add(name)
+    assert compared == {"UserPromptSubmit", "PostToolUse", "PostToolUseFailure"}, compared

@@ -1,0 +1,130 @@
+"""The other events a Claude Code transcript shows, besides its tool calls: each prompt
+(UserPromptSubmit) and each tool's result (PostToolUse, or PostToolUseFailure for a call
+that failed), rebuilt as the hook input Claude Code sent for it (checked field by field
+against the real binary's inputs in tests/fixtures/claude_code; a transcript does not keep
+a PostToolUse's `duration_ms`, so it is left out) and marked as backfilled
+(`hookaudit_backfill`: the transcript and its line).
+
+Rules of this file are `ingest.backfill`'s (untrusted input, stable ids, pure but for the
+caller's reading); `ingest.backfill.scan_lines` calls it for each entry.
+
+Example:
+    >>> e = prompt_event({"type": "user", "sessionId": "s", "promptId": "p",
+    ...     "timestamp": "2026-01-02T03:04:05Z", "cwd": "/p", "permissionMode": "default",
+    ...     "message": {"role": "user", "content": "go"}}, "t.jsonl", 1, "default")
+    >>> e.payload["hook_event_name"], e.payload["prompt"]
+    ('UserPromptSubmit', 'go')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from engine.records import HookEvent, new_event
+
+__all__ = ["Rebuilt", "post_event", "prompt_event"]
+
+
+@dataclass
+class Rebuilt:
+    """One event rebuilt from a transcript (not a tool call: those are `backfill.Call`)."""
+
+    session_id: str
+    key: str  # with the session, what makes its id: the event and its prompt or tool call
+    ts: datetime
+    payload: dict[str, Any]
+
+    @property
+    def event_name(self) -> str:
+        return str(self.payload["hook_event_name"])
+
+    def event(self, *, host: str | None = None, user: str | None = None) -> HookEvent:
+        from ingest.backfill import backfill_id
+
+        return new_event(
+            self.payload,
+            source="backfill",
+            host=host,
+            user=user,
+            ts=self.ts,
+            event_id=backfill_id(self.session_id, self.key, self.ts),
+        )
+
+
+def _str(v: object) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _when(v: object) -> datetime | None:
+    if not isinstance(v, str) or len(v) > 64:
+        return None
+    try:
+        t = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else None
+
+
+def prompt_event(
+    entry: dict[str, Any], transcript: str, n: int, mode: str | None
+) -> Rebuilt | None:
+    """The UserPromptSubmit of a user entry that is a prompt (its text, a prompt id), or None."""
+    msg = entry.get("message")
+    text = msg.get("content") if isinstance(msg, dict) else None
+    session, prompt_id, ts = (
+        _str(entry.get("sessionId")),
+        _str(entry.get("promptId")),
+        _when(entry.get("timestamp")),
+    )
+    if (
+        not isinstance(text, str)
+        or not (session and prompt_id and ts)
+        or entry.get("isMeta") is True
+    ):
+        return None
+    payload: dict[str, Any] = {
+        "session_id": session,
+        "transcript_path": transcript,
+        "cwd": _str(entry.get("cwd")),
+        "prompt_id": prompt_id,
+        "permission_mode": _str(entry.get("permissionMode")) or mode,
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": text,
+        "hookaudit_backfill": {"transcript": transcript, "line": n},
+    }
+    return Rebuilt(
+        session,
+        f"UserPromptSubmit:{prompt_id}",
+        ts,
+        {k: v for k, v in payload.items() if v is not None},
+    )
+
+
+def post_event(entry: dict[str, Any], block: dict[str, Any], call: Any, n: int) -> Rebuilt | None:
+    """The PostToolUse (or PostToolUseFailure) of a tool result of `call` (a `backfill.Call`
+    that ran), or None."""
+    ts = _when(entry.get("timestamp"))
+    if ts is None:
+        return None
+    failed = block.get("is_error") is True
+    payload: dict[str, Any] = {
+        k: v
+        for k, v in call.payload().items()
+        if k not in ("hookaudit_backfill", "hook_event_name")
+    }
+    payload["hook_event_name"] = "PostToolUseFailure" if failed else "PostToolUse"
+    if failed:
+        content = block.get("content")
+        payload["error"] = content if isinstance(content, str) else str(content)
+        payload["is_interrupt"] = False
+    else:
+        payload["tool_response"] = entry.get("toolUseResult")
+    payload["hookaudit_backfill"] = {"transcript": call.transcript, "line": n}
+    # the keys in the order Claude Code sends them: the call's, then the result's
+    order = ["session_id", "transcript_path", "cwd", "prompt_id", "permission_mode", "effort",
+             "agent_id", "agent_type", "hook_event_name", "tool_name", "tool_input",
+             "tool_response", "tool_use_id", "error", "is_interrupt", "hookaudit_backfill"]  # fmt: skip
+    payload = {k: payload[k] for k in order if k in payload}
+    return Rebuilt(call.session_id, f"{payload['hook_event_name']}:{call.tool_use_id}", ts, payload)
