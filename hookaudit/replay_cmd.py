@@ -51,9 +51,9 @@ def _rules(value: str) -> list[str]:
 
 def _check_events(events: tuple[str, ...]) -> None:
     """An unknown --event is a usage error listing the known ones (it would select nothing)."""
-    from engine.events import CATALOG
-
     import difflib
+
+    from engine.events import CATALOG
 
     for name in events:
         if name not in CATALOG:
