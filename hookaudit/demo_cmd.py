@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from engine.errors import HookauditError
+from hookaudit.options import format_option
 from ingest.private import UnsafeDataDir, check_data_dir, make_private
 
 __all__ = ["demo_cmd"]
@@ -119,7 +120,7 @@ def _me() -> str:
     default=None,
     help="Settings file to enforce (default infra/policies/security.json).",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@format_option("text", "json")
 def demo_cmd(
     data_dir: Path | None, n_sessions: int, seed: int, policy: Path | None, fmt: str
 ) -> None:

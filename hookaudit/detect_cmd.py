@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from hookaudit.options import data_dir_option, default_data_dir, fail
+from hookaudit.options import data_dir_option, default_data_dir, fail, format_option
 
 __all__ = ["detect_cmd"]
 
@@ -192,12 +192,11 @@ async def _send(sink: Any, records: list[Any], max_backoff: float = 10.0) -> int
     callback=lambda ctx, param, v: _finite(v),
     help="Seconds between two turns of --follow.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json", "jsonl", "ocsf"]),
-    default="table",
-    show_default=True,
+@format_option(
+    "table",
+    "json",
+    "jsonl",
+    "ocsf",
     help="table/json/jsonl rows, or ocsf: one OCSF Detection Finding (2004) a line. "
     "With --to: ocsf (the default there) or json.",
 )

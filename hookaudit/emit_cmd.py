@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from hookaudit.options import data_dir_option, missing_data_dir
+from hookaudit.options import data_dir_option, format_option, missing_data_dir
 from ingest.emit.fast import AGENTS
 
 # `--agent` takes each agent's name, or the same with hyphens (`gemini-cli`)
@@ -263,14 +263,7 @@ def spool() -> None:
 
 @spool.command("flush")
 @_target_options
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json: print the report as one JSON object.",
-)
+@format_option("text", "json", help="json: print the report as one JSON object.")
 def spool_flush(fmt: str, **kw: Any) -> None:
     """Publish every spooled event to NATS, oldest first, each exactly once.
 
@@ -312,14 +305,7 @@ def spool_flush(fmt: str, **kw: Any) -> None:
 
 @spool.command("status")
 @data_dir_option
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json: one JSON object.",
-)
+@format_option("text", "json", help="json: one JSON object.")
 def spool_status(data_dir: Path | None, fmt: str) -> None:
     """How many events wait in the spool, and how many lines were rejected.
 
@@ -347,14 +333,7 @@ def spool_status(data_dir: Path | None, fmt: str) -> None:
 
 @spool.command("rejects")
 @data_dir_option
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "jsonl"]),
-    default="text",
-    show_default=True,
-    help="jsonl: one JSON object a reject.",
-)
+@format_option("text", "jsonl", help="jsonl: one JSON object a reject.")
 def spool_rejects(data_dir: Path | None, fmt: str) -> None:
     """List every refused input kept on this machine, oldest first.
 

@@ -13,6 +13,7 @@ import click
 from engine.errors import HookauditError, InvalidEvent
 from engine.records import POSTURES, PROFILES, HookRun
 from hookaudit.lint_cmd import refuse_unless_clean, strict_option
+from hookaudit.options import format_option
 
 __all__ = ["eval_cmd", "evaluation_json"]
 
@@ -101,12 +102,10 @@ def _fail(message: str) -> None:
     show_default=True,
     help="Claude Code behaviour to reproduce (legacy = v2.1.88).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["json", "claude", "table"]),
-    default="json",
-    show_default=True,
+@format_option(
+    "json",
+    "claude",
+    "table",
     help="claude: print and exit exactly as one Claude Code command "
     "hook expressing the whole decision.",
 )

@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 import click
 
+from hookaudit.options import format_option
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["lint_cmd", "refuse_unless_clean", "strict_option"]
@@ -45,7 +47,7 @@ def strict_option(f: F) -> F:
 
 @click.command("lint")
 @click.argument("settings", nargs=-1, required=True, metavar="[SCOPE:]PATH...")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@format_option("text", "json")
 def lint_cmd(settings: tuple[str, ...], fmt: str) -> None:
     """Find settings entries that would silently remove a gate; exit 1 if any.
 

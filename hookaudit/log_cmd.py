@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from engine.errors import HookauditError
-from hookaudit.options import data_dir_option, default_data_dir, fail
+from hookaudit.options import data_dir_option, default_data_dir, fail, format_option
 from hookaudit.stream_cmd import build_connect, connection_options
 
 __all__ = ["log_group", "verify_cmd"]
@@ -21,7 +21,7 @@ __all__ = ["log_group", "verify_cmd"]
 
 @click.command("verify")
 @data_dir_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@format_option("text", "json")
 @click.option(
     "--anchors/--no-anchors",
     default=None,

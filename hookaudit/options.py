@@ -30,6 +30,7 @@ __all__ = [
     "data_dir_option",
     "default_data_dir",
     "fail",
+    "format_option",
     "missing_data_dir",
     "nats_options",
     "new_data_dir_option",
@@ -167,12 +168,8 @@ def output_options(f: F) -> F:
     from queries.output import FORMATS
 
     opts = [
-        click.option(
-            "--format",
-            "fmt",
-            type=click.Choice(FORMATS),
-            default="table",
-            show_default=True,
+        format_option(
+            *FORMATS,
             help="table for people; json (a list of row objects), jsonl, csv, parquet for machines.",
         ),
         click.option(
@@ -193,3 +190,22 @@ def output_options(f: F) -> F:
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def format_option(*choices: str, default: str | None = None, help: str = "") -> Callable[[F], F]:
+    """THE `--format` option of every command: its choices (the first is the default unless
+    `default` says otherwise), the value passed as `fmt`.
+
+    Example:
+        >>> @click.command()
+        ... @format_option("text", "json")
+        ... def cmd(fmt): ...
+    """
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(choices),
+        default=default if default is not None else choices[0],
+        show_default=True,
+        help=help or f"How to print the result: {', '.join(choices)}.",
+    )

@@ -19,7 +19,7 @@ import click
 
 from engine.errors import HookauditError
 from engine.records import POSTURES, uuid7
-from hookaudit.options import data_dir_option
+from hookaudit.options import data_dir_option, format_option
 from hookaudit.replay_join_cmd import nats_options, start_coordinator
 from queries.output import check_writable
 
@@ -157,12 +157,11 @@ def _fail(message: str) -> None:
     show_default=True,
     help="Hooks running at once per job (sandbox, live LLM, http).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json", "html"]),
-    default="table",
-    show_default=True,
+@format_option(
+    "table",
+    "json",
+    "html",
+    help="table for people, json for machines, html: a page (with --output).",
 )
 @click.option(
     "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here."

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from engine.errors import HookauditError
-from hookaudit.options import missing_data_dir, new_data_dir_option
+from hookaudit.options import format_option, missing_data_dir, new_data_dir_option
 from ingest.private import make_private
 from ingest.protocol import default_data_dir
 
@@ -143,13 +143,7 @@ def _connect(d: Path, o: dict[str, Any]) -> Any:
 @click.group("siem", invoke_without_command=True)
 @_nats_options
 @click.option("--name", default=None, help="The sink's name: its durable consumer and state.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["ocsf", "cef", "ecs", "json"]),
-    default="ocsf",
-    show_default=True,
-)
+@format_option("ocsf", "cef", "ecs", "json", help="The records' format: OCSF, CEF, ECS or JSON.")
 @click.option(
     "--to",
     "to",

@@ -30,3 +30,16 @@ def test_a_mistyped_event_name_is_named_with_the_one_meant() -> None:
 
     with pytest.raises(click.BadParameter, match="did you mean 'PreToolUse'"):
         _check_events(("PreTooluse",))
+
+
+def test_every_format_option_is_the_shared_one() -> None:
+    """One --format for every command (hookaudit.options.format_option): same name, same
+    destination, a default shown, and choices listed."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "hookaudit"
+    for path in root.glob("*.py"):
+        if path.name == "options.py":
+            continue
+        assert not re.search(r'click\.option\(\s*"--format"', path.read_text()), path.name
