@@ -27,6 +27,7 @@ from typing import Any
 from engine.events import CATALOG, EventSpec
 
 __all__ = [
+    "NOT_WIRED",
     "SERVE_URL",
     "TOKEN_ENV",
     "claude_events",
@@ -46,14 +47,26 @@ HOOK_TIMEOUT = 15  # Claude Code's timeout for the hook itself: above the decisi
 _WAIT: dict[str, str] = {"PreToolUse": "closed", "UserPromptSubmit": "open"}
 
 
+#: Events Claude Code fires that hookaudit does not wire, and why.
+NOT_WIRED = {
+    "WorktreeCreate": "a hook on it replaces Claude Code's own creation of the worktree: it "
+    "must print the new worktree's path, and a hook that prints none fails every creation",
+}
+
+
 def claude_events() -> list[EventSpec]:
-    """The events Claude Code fires, in catalogue order.
+    """The events Claude Code fires that hookaudit wires, in catalogue order (`NOT_WIRED`
+    names those it leaves alone).
 
     Example:
         >>> claude_events()[0].name
         'PreToolUse'
     """
-    return [s for s in CATALOG.values() if s.origin in ("claude", "claude-new")]
+    return [
+        s
+        for s in CATALOG.values()
+        if s.origin in ("claude", "claude-new") and s.name not in NOT_WIRED
+    ]
 
 
 def emit_command(event: str, *, enforce: bool) -> dict[str, Any]:
