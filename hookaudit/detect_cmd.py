@@ -278,7 +278,12 @@ def detect_cmd(
         try:
             con = open_db(d)
             try:
-                matches, positions = detect_history(con, rs.rules, since=start, after=positions)
+                from hookaudit.progress import Bar
+
+                with Bar("rules", total=len(rs.rules) if first else 0, unit="rules") as bar:
+                    matches, positions = detect_history(
+                        con, rs.rules, since=start, after=positions, on_rule=bar.advance
+                    )
                 if rs.correlations:
                     matches += correlations(con, first)
             finally:

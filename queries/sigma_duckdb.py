@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -347,10 +348,12 @@ def detect_history(
     *,
     since: datetime | None = None,
     after: dict[str, int] | None = None,
+    on_rule: Callable[[], None] | None = None,
 ) -> tuple[list[Match], dict[str, int]]:
     """Every match of `rules` over the live outcomes of the `queries.db` connection `con`
     (at or after `since`, past the log positions `after`: worker -> last seq seen), in log
     time order, and the new positions (pass them as `after` to read only what follows).
+    `on_rule` is called as each rule is done (progress).
 
     Example:
         >>> matches, pos = detect_history(open_db(d), rules)  # doctest: +SKIP
@@ -376,5 +379,7 @@ def detect_history(
             f"FROM sigma_events WHERE {rule_sql(rule)}"
         ).fetchall()
         out += [Match(rule, *r) for r in rows]
+        if on_rule is not None:
+            on_rule()
     out.sort(key=lambda m: (m.ts, m.worker, m.seq))
     return out, positions
