@@ -37,6 +37,10 @@ Example:
     ...     '"input":{"command":"ls"}}]}}'], "t.jsonl")
     >>> [(c.tool_name, c.ran) for c in scan.calls]
     [('Bash', None)]
+
+Longer than 400 lines: one reading of one transcript (its calls, their results, its prompts
+and turns, a subagent's context) in one loop; what each rebuilt event holds is
+`ingest.backfill_events`'s.
 """
 
 from __future__ import annotations
@@ -53,7 +57,14 @@ import msgspec
 
 from engine.records import HookEvent, new_event
 from engine.userfiles import open_regular
-from ingest.backfill_events import post_event, prompt_event
+from ingest.backfill_events import (
+    Turn,
+    assistant_text,
+    post_event,
+    prompt_event,
+    session_start,
+    stop_event,
+)
 
 __all__ = [
     "MAX_LINE",
@@ -262,6 +273,8 @@ def scan_lines(
     scan = scan or Scan()
     by_id: dict[tuple[str, str], Call] = {}
     prompt: dict[str, tuple[str | None, str | None]] = {}  # session -> (promptId, mode)
+    started: set[str] = set()  # sessions whose SessionStart is rebuilt
+    turns: dict[str, Turn] = {}  # session -> the turn so far (its last assistant text)
     for n, line in enumerate(lines, start=1):
         scan.lines += 1
         if not line or not line.strip():
@@ -276,8 +289,19 @@ def scan_lines(
             continue
         kind = entry.get("type")
         session = _str(entry.get("sessionId")) or ""
+        if subagent is None and session and session not in started:
+            begun = session_start(entry, transcript, n)
+            if begun is not None:
+                started.add(session)
+                _keep(scan, begun)
         if kind == "assistant":
             _calls(entry, transcript, n, scan, by_id, prompt.get(session, (None, None)), subagent)
+            text = assistant_text(entry) if subagent is None else None
+            if text is not None:
+                was_turn = turns.get(session)
+                ctx = prompt.get(session, (None, None))
+                cont = was_turn.continued if was_turn else False
+                turns[session] = Turn(entry, text, n, ctx[0], ctx[1], cont)
         elif kind == "user":
             was = prompt.get(session, (None, None))
             prompt[session] = (
@@ -287,10 +311,29 @@ def scan_lines(
             said = (
                 prompt_event(entry, transcript, n, prompt[session][1]) if subagent is None else None
             )
-            if said is not None and len(scan.events) < MAX_CALLS:
-                scan.events.append(said)
+            turn = turns.get(session)
+            if (
+                turn is not None
+                and turn.text
+                and (said is not None or entry.get("rowSource") == "hook")
+            ):
+                # the turn ended: a new prompt, or a Stop hook's block sent it on
+                _keep(scan, stop_event(turn, transcript))
+                if said is None:  # sent on by the Stop hook: the next Stop says so
+                    turns[session] = Turn({}, "", 0, turn.prompt_id, turn.mode, continued=True)
+                else:
+                    del turns[session]
+            _keep(scan, said)
             _results(entry, scan, by_id, n)
+    for turn in turns.values():  # the last turn of each session
+        if turn.text:
+            _keep(scan, stop_event(turn, transcript))
     return scan
+
+
+def _keep(scan: Scan, event: Any) -> None:
+    if event is not None and len(scan.events) < MAX_CALLS:
+        scan.events.append(event)
 
 
 def _str(v: object) -> str | None:

@@ -128,3 +128,74 @@ def post_event(entry: dict[str, Any], block: dict[str, Any], call: Any, n: int) 
              "tool_response", "tool_use_id", "error", "is_interrupt", "hookaudit_backfill"]  # fmt: skip
     payload = {k: payload[k] for k in order if k in payload}
     return Rebuilt(call.session_id, f"{payload['hook_event_name']}:{call.tool_use_id}", ts, payload)
+
+
+def session_start(entry: dict[str, Any], transcript: str, n: int) -> Rebuilt | None:
+    """The SessionStart of a session's first entry that says where it ran (its cwd), or None."""
+    session, cwd, ts = (
+        _str(entry.get("sessionId")),
+        _str(entry.get("cwd")),
+        _when(entry.get("timestamp")),
+    )
+    if not (session and cwd and ts):
+        return None
+    payload: dict[str, Any] = {
+        "session_id": session,
+        "transcript_path": transcript,
+        "cwd": cwd,
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+        "hookaudit_backfill": {"transcript": transcript, "line": n},
+    }
+    return Rebuilt(session, "SessionStart", ts, payload)
+
+
+@dataclass
+class Turn:
+    """The end of a turn so far: the assistant's last text, and where the turn stands."""
+
+    entry: dict[str, Any]
+    text: str
+    line: int
+    prompt_id: str | None
+    mode: str | None
+    continued: bool = False  # a Stop hook blocked before: Claude Code says stop_hook_active
+
+
+def assistant_text(entry: dict[str, Any]) -> str | None:
+    """The text an assistant entry says (its text blocks joined), or None when it says none."""
+    msg = entry.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if not isinstance(content, list):
+        return None
+    texts = [
+        b["text"]
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    return "\n".join(texts) if texts else None
+
+
+def stop_event(turn: Turn, transcript: str) -> Rebuilt | None:
+    """The Stop of a turn that ended with `turn`'s text."""
+    e = turn.entry
+    session, ts = _str(e.get("sessionId")), _when(e.get("timestamp"))
+    if not (session and ts):
+        return None
+    effort = _str(e.get("effort"))
+    payload: dict[str, Any] = {
+        "session_id": session,
+        "transcript_path": transcript,
+        "cwd": _str(e.get("cwd")),
+        "prompt_id": turn.prompt_id,
+        "permission_mode": turn.mode,
+        "effort": {"level": effort} if effort is not None else None,
+        "hook_event_name": "Stop",
+        "stop_hook_active": turn.continued,
+        "last_assistant_message": turn.text,
+        "background_tasks": [],
+        "session_crons": [],
+        "hookaudit_backfill": {"transcript": transcript, "line": turn.line},
+    }
+    payload = {k: v for k, v in payload.items() if v is not None}
+    return Rebuilt(session, f"Stop:{turn.prompt_id}:{turn.line}", ts, payload)

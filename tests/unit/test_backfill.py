@@ -249,28 +249,34 @@ def test_no_line_makes_the_scan_raise(lines: list[str | bytes]) -> None:
         c.event(host="h", user="u")  # and every call makes an event
 
 
+#: The events rebuilt from a transcript besides its tool calls.
+REBUILT = {"SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop"}
 #: What a transcript does not keep of a hook input (left out of the rebuilt event).
 NOT_IN_TRANSCRIPTS = {"PostToolUse": {"duration_ms"}, "PostToolUseFailure": {"duration_ms"}}
 
 
 def test_prompts_and_results_are_the_inputs_claude_code_sent() -> None:
-    """Every UserPromptSubmit, PostToolUse and PostToolUseFailure the real binary sent is
-    rebuilt from its transcript, field by field (the transcript keeps no duration)."""
+    """Every SessionStart, UserPromptSubmit, PostToolUse, PostToolUseFailure and Stop the
+    real binary sent is rebuilt from its transcript, field by field (the transcript keeps no
+    duration); a Stop hook's block makes the next Stop say `stop_hook_active`."""
     compared: set[str] = set()
     for path in FIXTURES:
         doc = json.loads(path.read_text())
         for sent in doc["hook_inputs"]:
             name = sent.get("hook_event_name")
-            if name not in ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure"):
+            if name not in REBUILT:
                 continue
             if "agent_id" in sent:
                 continue  # a subagent's calls are in its own transcript
             events = scan_lines(_lines(doc), sent["transcript_path"]).events
             mine = [e for e in events if e.event_name == name]
-            if name != "UserPromptSubmit":
+            if name in ("PostToolUse", "PostToolUseFailure"):
                 mine = [e for e in mine if e.payload["tool_use_id"] == sent["tool_use_id"]]
-            else:
+            elif name == "UserPromptSubmit":
                 mine = [e for e in mine if e.payload["prompt_id"] == sent["prompt_id"]]
+            elif name == "Stop":  # each turn's end, in order
+                nth = [h for h in doc["hook_inputs"] if h.get("hook_event_name") == "Stop"]
+                mine = mine[nth.index(sent) :][:1]
             assert mine, (path.name, name)
             payload = dict(mine[0].payload)
             extra = payload.pop("hookaudit_backfill")
@@ -282,4 +288,4 @@ def test_prompts_and_results_are_the_inputs_claude_code_sent() -> None:
             assert ev.event == name and ev.source == "backfill"
             assert ev.id == mine[0].event().id  # stable: a second backfill adds nothing
             compared.add(name)
-    assert compared == {"UserPromptSubmit", "PostToolUse", "PostToolUseFailure"}, compared
+    assert compared == REBUILT, compared
