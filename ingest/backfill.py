@@ -64,6 +64,8 @@ from ingest.backfill_events import (
     prompt_event,
     session_start,
     stop_event,
+    subagent_start,
+    subagent_stop,
 )
 
 __all__ = [
@@ -289,14 +291,18 @@ def scan_lines(
             continue
         kind = entry.get("type")
         session = _str(entry.get("sessionId")) or ""
-        if subagent is None and session and session not in started:
-            begun = session_start(entry, transcript, n)
+        if session and session not in started:
+            begun = (
+                session_start(entry, transcript, n)
+                if subagent is None
+                else subagent_start(entry, subagent, n)
+            )
             if begun is not None:
                 started.add(session)
                 _keep(scan, begun)
         if kind == "assistant":
             _calls(entry, transcript, n, scan, by_id, prompt.get(session, (None, None)), subagent)
-            text = assistant_text(entry) if subagent is None else None
+            text = assistant_text(entry)
             if text is not None:
                 was_turn = turns.get(session)
                 ctx = prompt.get(session, (None, None))
@@ -317,17 +323,27 @@ def scan_lines(
                 and turn.text
                 and (said is not None or entry.get("rowSource") == "hook")
             ):
-                # the turn ended: a new prompt, or a Stop hook's block sent it on
-                _keep(scan, stop_event(turn, transcript))
+                # the turn ended: a new prompt, or a Stop (SubagentStop) hook's block sent it on
+                _keep(
+                    scan,
+                    stop_event(turn, transcript)
+                    if subagent is None
+                    else subagent_stop(turn, subagent, transcript),
+                )
                 if said is None:  # sent on by the Stop hook: the next Stop says so
                     turns[session] = Turn({}, "", 0, turn.prompt_id, turn.mode, continued=True)
                 else:
                     del turns[session]
             _keep(scan, said)
             _results(entry, scan, by_id, n)
-    for turn in turns.values():  # the last turn of each session
+    for turn in turns.values():  # the last turn of each session (or the subagent's end)
         if turn.text:
-            _keep(scan, stop_event(turn, transcript))
+            end = (
+                stop_event(turn, transcript)
+                if subagent is None
+                else subagent_stop(turn, subagent, transcript)
+            )
+            _keep(scan, end)
     return scan
 
 

@@ -199,3 +199,55 @@ def stop_event(turn: Turn, transcript: str) -> Rebuilt | None:
     }
     payload = {k: v for k, v in payload.items() if v is not None}
     return Rebuilt(session, f"Stop:{turn.prompt_id}:{turn.line}", ts, payload)
+
+
+def subagent_start(entry: dict[str, Any], sub: Any, n: int) -> Rebuilt | None:
+    """The SubagentStart of a subagent's first entry (`sub`: its `backfill.Subagent`)."""
+    session, agent, ts = (
+        _str(entry.get("sessionId")),
+        _str(entry.get("agentId")),
+        _when(entry.get("timestamp")),
+    )
+    if not (session and agent and ts):
+        return None
+    payload: dict[str, Any] = {
+        "session_id": session,
+        "transcript_path": sub.transcript_path,
+        "cwd": _str(entry.get("cwd")),
+        "prompt_id": _str(entry.get("promptId")),
+        "agent_id": agent,
+        "agent_type": sub.agent_type,
+        "hook_event_name": "SubagentStart",
+        "hookaudit_backfill": {"transcript": sub.transcript_path, "line": n},
+    }
+    payload = {k: v for k, v in payload.items() if v is not None}
+    return Rebuilt(session, f"SubagentStart:{agent}", ts, payload)
+
+
+def subagent_stop(turn: Turn, sub: Any, agent_file: str) -> Rebuilt | None:
+    """The SubagentStop of a subagent whose last assistant text is `turn`'s."""
+    e = turn.entry
+    session, agent, ts = _str(e.get("sessionId")), _str(e.get("agentId")), _when(e.get("timestamp"))
+    if not (session and agent and ts):
+        return None
+    effort = _str(e.get("effort"))
+    mode = sub.modes.get(turn.prompt_id) if turn.prompt_id is not None else None
+    payload: dict[str, Any] = {
+        "session_id": session,
+        "transcript_path": sub.transcript_path,
+        "cwd": _str(e.get("cwd")),
+        "prompt_id": turn.prompt_id,
+        "permission_mode": mode,
+        "agent_id": agent,
+        "agent_type": sub.agent_type,
+        "effort": {"level": effort} if effort is not None else None,
+        "hook_event_name": "SubagentStop",
+        "stop_hook_active": turn.continued,
+        "agent_transcript_path": agent_file,
+        "last_assistant_message": turn.text,
+        "background_tasks": [],
+        "session_crons": [],
+        "hookaudit_backfill": {"transcript": agent_file, "line": turn.line},
+    }
+    payload = {k: v for k, v in payload.items() if v is not None}
+    return Rebuilt(session, f"SubagentStop:{agent}", ts, payload)

@@ -289,3 +289,33 @@ def test_prompts_and_results_are_the_inputs_claude_code_sent() -> None:
             assert ev.id == mine[0].event().id  # stable: a second backfill adds nothing
             compared.add(name)
     assert compared == REBUILT, compared
+
+
+def test_a_subagents_start_and_stop_are_the_inputs_claude_code_sent(tmp_path: Path) -> None:
+    """SubagentStart and SubagentStop from a subagent's own transcript, as the real binary
+    sent them: the session's transcript as `transcript_path`, the agent's file as
+    `agent_transcript_path`, its type from the meta file, the last message it said."""
+    doc = _fixture("sub.start_stop.json")
+    (sub,) = doc["subagents"]
+    sent_main = doc["hook_inputs"][0]["transcript_path"]
+    session = Path(sent_main).stem
+    proj = tmp_path / "proj"
+    (proj / session / "subagents").mkdir(parents=True)
+    main = proj / f"{session}.jsonl"
+    main.write_text("".join(json.dumps(e) + "\n" for e in doc["transcript"]))
+    agent = proj / session / "subagents" / sub["file"]
+    agent.write_text("".join(json.dumps(e) + "\n" for e in sub["transcript"]))
+    agent.with_suffix(".meta.json").write_text(json.dumps(sub["meta"]))
+    events = {e.event_name: e for e in scan_path(agent).events}
+    compared = 0
+    for sent in doc["hook_inputs"]:
+        name = sent["hook_event_name"]
+        payload = dict(events[name].payload)
+        payload.pop("hookaudit_backfill")
+        want = {**sent, "transcript_path": str(main)}
+        if name == "SubagentStop":
+            want["agent_transcript_path"] = str(agent)
+        assert payload == want, (name, payload, want)
+        assert list(payload) == list(want), (name, "key order")
+        compared += 1
+    assert compared == 2
