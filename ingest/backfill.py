@@ -49,7 +49,7 @@ import functools
 import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,12 @@ from ingest.backfill_events import (
     stop_event,
     subagent_start,
     subagent_stop,
+)
+from ingest.backfill_events import (
+    parse_time as _when,
+)
+from ingest.backfill_events import (
+    str_or_none as _str,
 )
 
 __all__ = [
@@ -352,24 +358,10 @@ def _keep(scan: Scan, event: Any) -> None:
         scan.events.append(event)
 
 
-def _str(v: object) -> str | None:
-    return v if isinstance(v, str) else None
-
-
 def _blocks(entry: dict[str, Any]) -> list[Any]:
     msg = entry.get("message")
     content = msg.get("content") if isinstance(msg, dict) else None
     return content if isinstance(content, list) else []
-
-
-def _when(v: object) -> datetime | None:
-    if not isinstance(v, str) or len(v) > 64:
-        return None
-    try:
-        ts = datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
 def _calls(

@@ -36,6 +36,7 @@ from typing import Any
 from engine.records import HookEvent, new_event
 from engine.userfiles import open_regular
 from ingest.backfill import MAX_CALLS, MAX_LINE, Scan, backfill_id
+from ingest.backfill_events import parse_time as _when
 
 __all__ = ["AgentCall", "kind_of", "scan_agent_file"]
 
@@ -104,16 +105,6 @@ def kind_of(first_lines: Iterable[str]) -> str | None:
             return "qwen_code"  # Claude Code's transcript lines look alike but have no provenance
         return None
     return None
-
-
-def _when(v: object) -> datetime | None:
-    if not isinstance(v, str):
-        return None
-    try:
-        t = datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo is not None else None
 
 
 def _lines(path: Path, scan: Scan) -> Iterator[str]:

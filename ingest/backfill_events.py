@@ -19,12 +19,24 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.records import HookEvent, new_event
 
-__all__ = ["Rebuilt", "post_event", "prompt_event"]
+__all__ = [
+    "Rebuilt",
+    "Turn",
+    "assistant_text",
+    "parse_time",
+    "post_event",
+    "prompt_event",
+    "session_start",
+    "stop_event",
+    "str_or_none",
+    "subagent_start",
+    "subagent_stop",
+]
 
 
 @dataclass
@@ -53,18 +65,20 @@ class Rebuilt:
         )
 
 
-def _str(v: object) -> str | None:
+def str_or_none(v: object) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def _when(v: object) -> datetime | None:
+def parse_time(v: object) -> datetime | None:
+    """A transcript's time (ISO 8601; one without a zone is UTC), or None; the one reading
+    of every backfill's timestamps."""
     if not isinstance(v, str) or len(v) > 64:
         return None
     try:
-        t = datetime.fromisoformat(v.replace("Z", "+00:00"))
+        ts = datetime.fromisoformat(v.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return t if t.tzinfo is not None else None
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
 def prompt_event(
@@ -74,9 +88,9 @@ def prompt_event(
     msg = entry.get("message")
     text = msg.get("content") if isinstance(msg, dict) else None
     session, prompt_id, ts = (
-        _str(entry.get("sessionId")),
-        _str(entry.get("promptId")),
-        _when(entry.get("timestamp")),
+        str_or_none(entry.get("sessionId")),
+        str_or_none(entry.get("promptId")),
+        parse_time(entry.get("timestamp")),
     )
     if (
         not isinstance(text, str)
@@ -87,9 +101,9 @@ def prompt_event(
     payload: dict[str, Any] = {
         "session_id": session,
         "transcript_path": transcript,
-        "cwd": _str(entry.get("cwd")),
+        "cwd": str_or_none(entry.get("cwd")),
         "prompt_id": prompt_id,
-        "permission_mode": _str(entry.get("permissionMode")) or mode,
+        "permission_mode": str_or_none(entry.get("permissionMode")) or mode,
         "hook_event_name": "UserPromptSubmit",
         "prompt": text,
         "hookaudit_backfill": {"transcript": transcript, "line": n},
@@ -105,7 +119,7 @@ def prompt_event(
 def post_event(entry: dict[str, Any], block: dict[str, Any], call: Any, n: int) -> Rebuilt | None:
     """The PostToolUse (or PostToolUseFailure) of a tool result of `call` (a `backfill.Call`
     that ran), or None."""
-    ts = _when(entry.get("timestamp"))
+    ts = parse_time(entry.get("timestamp"))
     if ts is None:
         return None
     failed = block.get("is_error") is True
@@ -133,9 +147,9 @@ def post_event(entry: dict[str, Any], block: dict[str, Any], call: Any, n: int) 
 def session_start(entry: dict[str, Any], transcript: str, n: int) -> Rebuilt | None:
     """The SessionStart of a session's first entry that says where it ran (its cwd), or None."""
     session, cwd, ts = (
-        _str(entry.get("sessionId")),
-        _str(entry.get("cwd")),
-        _when(entry.get("timestamp")),
+        str_or_none(entry.get("sessionId")),
+        str_or_none(entry.get("cwd")),
+        parse_time(entry.get("timestamp")),
     )
     if not (session and cwd and ts):
         return None
@@ -179,14 +193,14 @@ def assistant_text(entry: dict[str, Any]) -> str | None:
 def stop_event(turn: Turn, transcript: str) -> Rebuilt | None:
     """The Stop of a turn that ended with `turn`'s text."""
     e = turn.entry
-    session, ts = _str(e.get("sessionId")), _when(e.get("timestamp"))
+    session, ts = str_or_none(e.get("sessionId")), parse_time(e.get("timestamp"))
     if not (session and ts):
         return None
-    effort = _str(e.get("effort"))
+    effort = str_or_none(e.get("effort"))
     payload: dict[str, Any] = {
         "session_id": session,
         "transcript_path": transcript,
-        "cwd": _str(e.get("cwd")),
+        "cwd": str_or_none(e.get("cwd")),
         "prompt_id": turn.prompt_id,
         "permission_mode": turn.mode,
         "effort": {"level": effort} if effort is not None else None,
@@ -204,17 +218,17 @@ def stop_event(turn: Turn, transcript: str) -> Rebuilt | None:
 def subagent_start(entry: dict[str, Any], sub: Any, n: int) -> Rebuilt | None:
     """The SubagentStart of a subagent's first entry (`sub`: its `backfill.Subagent`)."""
     session, agent, ts = (
-        _str(entry.get("sessionId")),
-        _str(entry.get("agentId")),
-        _when(entry.get("timestamp")),
+        str_or_none(entry.get("sessionId")),
+        str_or_none(entry.get("agentId")),
+        parse_time(entry.get("timestamp")),
     )
     if not (session and agent and ts):
         return None
     payload: dict[str, Any] = {
         "session_id": session,
         "transcript_path": sub.transcript_path,
-        "cwd": _str(entry.get("cwd")),
-        "prompt_id": _str(entry.get("promptId")),
+        "cwd": str_or_none(entry.get("cwd")),
+        "prompt_id": str_or_none(entry.get("promptId")),
         "agent_id": agent,
         "agent_type": sub.agent_type,
         "hook_event_name": "SubagentStart",
@@ -227,15 +241,19 @@ def subagent_start(entry: dict[str, Any], sub: Any, n: int) -> Rebuilt | None:
 def subagent_stop(turn: Turn, sub: Any, agent_file: str) -> Rebuilt | None:
     """The SubagentStop of a subagent whose last assistant text is `turn`'s."""
     e = turn.entry
-    session, agent, ts = _str(e.get("sessionId")), _str(e.get("agentId")), _when(e.get("timestamp"))
+    session, agent, ts = (
+        str_or_none(e.get("sessionId")),
+        str_or_none(e.get("agentId")),
+        parse_time(e.get("timestamp")),
+    )
     if not (session and agent and ts):
         return None
-    effort = _str(e.get("effort"))
+    effort = str_or_none(e.get("effort"))
     mode = sub.modes.get(turn.prompt_id) if turn.prompt_id is not None else None
     payload: dict[str, Any] = {
         "session_id": session,
         "transcript_path": sub.transcript_path,
-        "cwd": _str(e.get("cwd")),
+        "cwd": str_or_none(e.get("cwd")),
         "prompt_id": turn.prompt_id,
         "permission_mode": mode,
         "agent_id": agent,

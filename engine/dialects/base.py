@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import abc
 import hashlib
 from typing import Any
 
@@ -46,24 +47,26 @@ class Answer(msgspec.Struct, frozen=True):
     exit_code: int = 0
 
 
-class Dialect:
-    """One agent's hook protocol. Subclasses set the names and override the methods."""
+class Dialect(abc.ABC):
+    """One agent's hook protocol. Each agent's subclass sets the names and gives the three
+    methods (abstract here: a dialect that lacks one cannot be made)."""
 
     #: The agent as recorded (`HookEvent.agent`).
     name: str = ""
     #: Events that can stop what the agent does (a tool call, a prompt, a stop).
     blocking_events: frozenset[str] = frozenset()
 
-    def normalise(self, payload: dict[str, Any]) -> Normalised:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def normalise(self, payload: dict[str, Any]) -> Normalised:
+        """The agent's hook input as a canonical event (InvalidEvent when it cannot be)."""
 
-    def express(self, event: str, decision: Any) -> Answer:  # pragma: no cover
+    @abc.abstractmethod
+    def express(self, event: str, decision: Any) -> Answer:
         """`decision` (an `engine.aggregate.Decision`) for canonical `event`."""
-        raise NotImplementedError
 
-    def block(self, event: str, reason: str) -> Answer:  # pragma: no cover
+    @abc.abstractmethod
+    def block(self, event: str, reason: str) -> Answer:
         """The blocking answer for canonical `event` when there is no decision."""
-        raise NotImplementedError
 
 
 def derived_id(session_id: str, tool_name: str, tool_input: object) -> str:

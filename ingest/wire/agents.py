@@ -191,20 +191,9 @@ LAYOUTS: dict[str, Layout] = {
 }
 
 
-def hookaudit_command() -> str:
+def hookaudit_argv() -> list[str]:
     """How an agent's hook runs this hookaudit: the console script beside this
     interpreter, else the one on PATH, else ``python -m hookaudit``."""
-    beside = Path(sys.executable).with_name("hookaudit")
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return shlex.quote(str(beside))
-    found = shutil.which("hookaudit")
-    if found:
-        return shlex.quote(found)
-    return f"{shlex.quote(sys.executable)} -m hookaudit"
-
-
-def hookaudit_argv() -> list[str]:
-    """`hookaudit_command` as an argv (for a hook that runs no shell)."""
     beside = Path(sys.executable).with_name("hookaudit")
     if beside.is_file() and os.access(beside, os.X_OK):
         return [str(beside)]
@@ -212,6 +201,11 @@ def hookaudit_argv() -> list[str]:
     if found:
         return [found]
     return [sys.executable, "-m", "hookaudit"]
+
+
+def hookaudit_command() -> str:
+    """`hookaudit_argv` as a shell word list (for a hook that runs a shell)."""
+    return " ".join(shlex.quote(a) for a in hookaudit_argv())
 
 
 def config_path(agent: str, *, home: Path | None, project: Path | None) -> Path:
