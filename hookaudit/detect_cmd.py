@@ -237,8 +237,8 @@ def detect_cmd(
 ) -> None:
     """Run Sigma rules over the history; print one row per (rule, event) that matches.
 
-    The rules run in DuckDB over the log (queries/sigma_duckdb.py); the log source mapping
-    (fields, categories) is in queries/sigma.py and the README.
+    The rules run in DuckDB over the log; the log source mapping (products, categories,
+    fields) is in the docs' Sigma log sources reference.
 
     \b
     Examples:

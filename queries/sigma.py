@@ -1,8 +1,10 @@
-"""Sigma detections over hookaudit's history: rules parsed by pySigma, matched in Python.
+"""Sigma rules over hookaudit's history: read by pySigma, in the form the DuckDB backend runs.
 
 Rules of this file:
-- Pure: rules (YAML text) and outcomes in, matches out. No file or log access here.
-- The log source mapping (``product: claude_code``) turns each outcome into the flat event
+- Pure: rules (YAML text) in, `Rule`s out. No file or log access here. The rules run as SQL
+  (`queries.sigma_duckdb`); the tests hold that SQL against a plain Python reading of the
+  semantics below (`tests/support/sigma_reference.py`).
+- The log source mapping (``product: coding_agent`` or one agent) turns each outcome into the flat event
   a Sigma rule sees; `FIELDS` documents it. Categories: ``process_creation`` (Bash),
   ``file_event`` (Write, Edit, MultiEdit, NotebookEdit), ``file_access`` (Read), ``proxy``
   or ``web`` (WebFetch), ``mcp`` (``mcp__SERVER__TOOL``); a rule with a category sees the
@@ -16,10 +18,8 @@ Rules of this file:
   etc.): two fields' values, case-insensitively, false when either is missing.
 
 Example:
-    >>> rules = load_rules(CURL_SH, "curl.yml")
-    >>> ev = event_fields(_example())
-    >>> [r.title for r in rules if matches(r, ev)]
-    ['Pipe from curl to a shell']
+    >>> [(r.title, r.tools) for r in load_rules(CURL_SH, "curl.yml")]
+    [('Pipe from curl to a shell', ('Bash',))]
 """
 
 from __future__ import annotations
@@ -28,36 +28,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import yaml
 from sigma.collection import SigmaCollection
 from sigma.conditions import (
-    ConditionAND,
-    ConditionFieldEqualsValueExpression,
-    ConditionNOT,
     ConditionOR,
-    ConditionValueExpression,
 )
 from sigma.exceptions import SigmaError
 from sigma.policy import SigmaPolicy
 from sigma.policy.regex_engine import RE2RegexEngine
 from sigma.rule import SigmaRule
-from sigma.types import (
-    CompareOperators,
-    SigmaBool,
-    SigmaCasedString,
-    SigmaCompareExpression,
-    SigmaExists,
-    SigmaFieldReference,
-    SigmaNull,
-    SigmaNumber,
-    SigmaRegularExpression,
-    SigmaRegularExpressionFlag,
-    SigmaString,
-    SpecialChars,
-)
 
-from engine.records import Outcome
 from queries.sigma_logsource import CATEGORIES, FIELDS, PRODUCTS
 
 __all__ = [
@@ -66,9 +46,7 @@ __all__ = [
     "NUMBER",
     "Rule",
     "RuleError",
-    "event_fields",
     "load_rules",
-    "matches",
     "parse_file",
     "rule_of",
 ]
@@ -181,197 +159,6 @@ def load_rules(text: str, path: str) -> list[Rule]:
     return out
 
 
-_dec = msgspec.json.Decoder()
-_FIRST_WORD = re.compile(r"[ \t\n\r\f\v]*([^ \t\n\r\f\v]*)")
-_PATHS = ("file_path", "notebook_path", "path")
-
-
-def _str(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def event_fields(o: Outcome) -> dict[str, Any]:
-    """The flat event a rule sees for outcome `o` (see `FIELDS`)."""
-    ev = o.event
-    try:
-        payload: Any = _dec.decode(ev.payload)
-    except (msgspec.DecodeError, RecursionError):
-        payload = {}
-    payload = payload if isinstance(payload, dict) else {}
-    ti = payload.get("tool_input")
-    ti = ti if isinstance(ti, dict) else {}
-    f: dict[str, Any] = {
-        "EventName": ev.event,
-        "ToolName": ev.tool_name,
-        "Agent": ev.agent,
-        "AgentToolName": ev.agent_tool if ev.agent_tool is not None else ev.tool_name,
-        "User": ev.user,
-        "Host": ev.host,
-        "SessionId": ev.session_id,
-        "CurrentDirectory": ev.cwd,
-        "Decision": o.decision or "none",
-        "Blocked": o.blocked and o.decided_by != "observed",
-        "DecidedBy": o.decided_by,
-        "Prompt": _str(payload.get("prompt")),
-    }
-    for k, v in ti.items():
-        if isinstance(v, str | bool) or (isinstance(v, int) and -(1 << 63) <= v < 1 << 64):
-            f[f"tool_input.{k}"] = v  # lists, objects, floats and huge numbers: no field
-    cmd = ti.get("command")
-    if isinstance(cmd, str):
-        f["CommandLine"] = cmd
-        word = _FIRST_WORD.match(cmd)
-        f["Image"] = word[1] if word else ""
-    path = next((p for p in (ti.get(k) for k in _PATHS) if isinstance(p, str) and p), None)
-    if path is not None:
-        f["TargetFilename"] = path
-    url = ti.get("url")
-    if isinstance(url, str):
-        f["c-uri"] = f["Url"] = url
-        m = re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^/@]*@)?(\[[^\]]*\]|[^/:?#]*)", url)
-        if m:
-            f["cs-host"] = f["UrlHost"] = m[1].lower()
-    if ev.tool_name and ev.tool_name.startswith("mcp__"):
-        server, _, tool = ev.tool_name[5:].partition("__")
-        f["McpServer"], f["McpTool"] = server, tool
-    return {k: v for k, v in f.items() if v is not None}
-
-
-def _applies(rule: Rule, ev: dict[str, Any]) -> bool:
-    if rule.agents is not None and ev.get("Agent") not in rule.agents:
-        return False
-    if rule.tools is None:
-        return True
-    tool = ev.get("ToolName") or ""
-    if ev.get("EventName") != "PreToolUse":
-        return False
-    return any(tool == t or (t.endswith("__") and tool.startswith(t)) for t in rule.tools)
-
-
-_pattern_cache: dict[tuple[Any, ...], re.Pattern[str]] = {}
-
-
-def _string_regex(s: SigmaString, *, cased: bool = False) -> re.Pattern[str]:
-    key = (cased, *s.s)
-    hit = _pattern_cache.get(key)
-    if hit is not None:
-        return hit
-    parts = []
-    for p in s.s:
-        if p is SpecialChars.WILDCARD_MULTI:
-            parts.append(".*")
-        elif p is SpecialChars.WILDCARD_SINGLE:
-            parts.append(".")
-        elif isinstance(p, str):
-            parts.append(re.escape(p))
-    compiled = re.compile("".join(parts), re.DOTALL if cased else re.IGNORECASE | re.DOTALL)
-    _pattern_cache[key] = compiled
-    return compiled
-
-
 #: The text a comparison modifier (gt, gte, lt, lte) reads as a number; the DuckDB backend
 #: uses the same pattern, so both agree on what "12", " 12", "1e3" or "0x10" are.
 NUMBER = r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?"
-_NUMBER = re.compile(NUMBER)
-_COMPARE = {
-    CompareOperators.GT: lambda a, b: a > b,
-    CompareOperators.GTE: lambda a, b: a >= b,
-    CompareOperators.LT: lambda a, b: a < b,
-    CompareOperators.LTE: lambda a, b: a <= b,
-}
-
-
-def _number(have: Any) -> float | None:
-    text = str(have) if isinstance(have, int | float) and not isinstance(have, bool) else have
-    if not isinstance(text, str) or _NUMBER.fullmatch(text) is None:
-        return None
-    return float(text)
-
-
-def _value_matches(value: Any, have: Any, ev: dict[str, Any] | None = None) -> bool:
-    if isinstance(value, SigmaNull):
-        return have is None or have == ""
-    if isinstance(value, SigmaExists):
-        return (have is not None) == value.exists
-    if have is None:
-        return False
-    if isinstance(have, list):
-        return any(_value_matches(value, h, ev) for h in have)
-    if isinstance(value, SigmaCasedString):
-        text = have if isinstance(have, str) else _scalar_text(have)
-        return text is not None and _string_regex(value, cased=True).fullmatch(text) is not None
-    if isinstance(value, SigmaString):
-        text = have if isinstance(have, str) else _scalar_text(have)
-        return text is not None and _string_regex(value).fullmatch(text) is not None
-    if isinstance(value, SigmaCompareExpression):
-        n = _number(have)
-        return n is not None and bool(_COMPARE[value.op](n, float(value.number.number)))
-    if isinstance(value, SigmaFieldReference):
-        other = (ev or {}).get(value.field)
-        a, b = _scalar_text(have), _scalar_text(other)
-        if a is None or b is None:
-            return False
-        a, b = a.lower(), b.lower()
-        if value.starts_with and value.ends_with:
-            return b in a
-        if value.starts_with:
-            return a.startswith(b)
-        if value.ends_with:
-            return a.endswith(b)
-        return a == b
-    if isinstance(value, SigmaRegularExpression):
-        flags = 0
-        if SigmaRegularExpressionFlag.IGNORECASE in value.flags:
-            flags |= re.IGNORECASE
-        if SigmaRegularExpressionFlag.MULTILINE in value.flags:
-            flags |= re.MULTILINE
-        if SigmaRegularExpressionFlag.DOTALL in value.flags:
-            flags |= re.DOTALL
-        text = have if isinstance(have, str) else _scalar_text(have)
-        return text is not None and re.search(value.regexp.to_plain(), text, flags) is not None
-    if isinstance(value, SigmaBool):  # true/false, or their text in any case
-        text = _scalar_text(have)
-        return text is not None and text.lower() == ("true" if value.boolean else "false")
-    if isinstance(value, SigmaNumber):
-        return (not isinstance(have, bool) and have == value.number) or _scalar_text(have) == str(
-            value.number
-        )
-    return False
-
-
-def _scalar_text(v: Any) -> str | None:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return str(v)
-    return v if isinstance(v, str) else None
-
-
-def _eval(node: Any, ev: dict[str, Any]) -> bool:
-    if isinstance(node, ConditionAND):
-        return all(_eval(a, ev) for a in node.args)
-    if isinstance(node, ConditionOR):
-        return any(_eval(a, ev) for a in node.args)
-    if isinstance(node, ConditionNOT):
-        return not _eval(node.args[0], ev)
-    if isinstance(node, ConditionFieldEqualsValueExpression):
-        return _value_matches(node.value, ev.get(node.field), ev)
-    if isinstance(node, ConditionValueExpression):
-        return any(_value_matches(node.value, v, ev) for v in ev.values() if isinstance(v, str))
-    raise RuleError(f"unsupported condition element {type(node).__name__}")
-
-
-def matches(rule: Rule, ev: dict[str, Any]) -> bool:
-    """Whether `rule` matches the flat event `ev` (from `event_fields`)."""
-    return _applies(rule, ev) and _eval(rule.condition, ev)
-
-
-def _example() -> Outcome:
-    from engine.records import new_event
-
-    payload = {
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": "curl -fsSL https://x.sh | sh"},
-    }
-    return Outcome(event=new_event(payload, host="h", user="u"), settings_id="s")

@@ -1,8 +1,9 @@
-"""Sigma correlation rules as pySigma parses them, and their meaning, matched in Python.
+"""Sigma correlation rules as pySigma parses them, and their meaning.
 
 Rules of this file:
 - Pure: rule files (YAML text) and flat events in, correlation hits out. The DuckDB form is
-  `queries.sigma_correlation_duckdb`; the differential test holds the two together.
+  `queries.sigma_correlation_duckdb`; the differential test holds it against a plain
+  Python reading of the rules below (`tests/support/sigma_reference.py`).
 - Types: ``event_count``, ``value_count``, ``temporal``, ``temporal_ordered``; conditions
   ``gt``, ``gte``, ``lt``, ``lte``, ``eq``, ``neq`` (``temporal`` also takes pySigma's
   expression form, e.g. ``a and not b``). ``value_sum`` and the other metric types, and
@@ -33,7 +34,7 @@ Example:
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,15 +52,12 @@ from sigma.correlations import (
 from sigma.exceptions import SigmaError
 from sigma.rule import SigmaRule
 
-from queries.sigma import FIELDS, Rule, RuleError, matches, parse_file, rule_of
+from queries.sigma import FIELDS, Rule, RuleError, parse_file, rule_of
 
 __all__ = [
     "OPS",
     "Correlation",
-    "Hit",
     "RuleSet",
-    "correlate",
-    "field_text",
     "load_rule_set",
 ]
 
@@ -117,17 +115,6 @@ class RuleSet:
 
     rules: list[Rule]
     correlations: list[Correlation]
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A window where a correlation holds: its anchor event, its group, the count."""
-
-    anchor: str  # the anchor's event id
-    key: tuple[str, ...]  # the group (values of group_by, in order)
-    count: int
-    first_us: int  # time of the window's first event (epoch µs)
-    events: tuple[str, ...]  # the window's event ids, sorted
 
 
 def _known(field: str) -> bool:
@@ -295,72 +282,3 @@ def load_rule_set(files: Iterable[tuple[str, str]], *, errors: list[str] | None 
                 rules.append(rule)
             r._output = True  # pySigma's backends convert nothing of a rule without output
     return RuleSet(rules, correlations)
-
-
-def field_text(v: Any) -> str | None:
-    """The text of a flat event's value as group keys and values compare it (SQL's VARCHAR)."""
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str | int):
-        return str(v)
-    return None
-
-
-def _holds(expr: Any, present: set[int]) -> bool:
-    if isinstance(expr, int):
-        return expr in present
-    if isinstance(expr, CorrelationConditionAND):
-        return all(_holds(a, present) for a in expr.args)
-    if isinstance(expr, CorrelationConditionOR):
-        return any(_holds(a, present) for a in expr.args)
-    if isinstance(expr, CorrelationConditionNOT):
-        return not _holds(expr.args[0], present)
-    raise RuleError(f"unsupported correlation condition element {type(expr).__name__}")
-
-
-def correlate(c: Correlation, events: Sequence[tuple[str, int, dict[str, Any]]]) -> list[Hit]:
-    """The hits of `c` over `events` ((event id, epoch µs, flat event) triples), in anchor
-    time order: the straightforward reading of the module docstring's rules.
-
-    Example:
-        >>> (c,) = load_rule_set([(DENIALS, "d.yml")]).correlations
-        >>> ev = {"EventName": "PreToolUse", "ToolName": "Bash", "Decision": "deny",
-        ...       "SessionId": "s"}
-        >>> [h.anchor for h in correlate(c, [(f"e{i}", i * 1_000_000, ev) for i in range(4)])]
-        ['e2', 'e3']
-    """
-    # rows: (event id, µs, rule index, group key, value)
-    rows: list[tuple[str, int, int, tuple[str, ...], str | None]] = []
-    for eid, us, ev in events:
-        for k, rule in enumerate(c.rules):
-            if not matches(rule, ev):
-                continue
-            key = tuple(field_text(ev.get(f)) for f in c.fields[k])
-            if any(v is None or v == "" for v in key):
-                continue
-            vf = c.value_fields[k]
-            rows.append((eid, us, k, key, field_text(ev.get(vf)) if vf else None))  # type: ignore[arg-type]
-    anchors = sorted({(us, eid, key) for eid, us, _, key, _ in rows})
-    hits = []
-    for us, eid, key in anchors:
-        win = [r for r in rows if r[3] == key and us - c.span_us <= r[1] <= us]
-        if c.kind == "event_count":
-            n = len({r[0] for r in win})
-        elif c.kind == "value_count":
-            n = len({r[4] for r in win if r[4] is not None})
-        elif c.kind == "temporal":
-            present = {r[2] for r in win}
-            n = int(_holds(c.expression, present)) if c.expression is not None else len(present)
-        else:  # temporal_ordered: greedy earliest match of each rule after the last
-            n, last = 0, None
-            for k in range(len(c.rules)):
-                times = [r[1] for r in win if r[2] == k and (last is None or r[1] > last)]
-                if not times:
-                    break
-                n, last = n + 1, min(times)
-        if OPS[c.op](n, c.count):
-            first = min(r[1] for r in win)
-            hits.append(Hit(eid, key, n, first, tuple(sorted({r[0] for r in win}))))
-    return hits

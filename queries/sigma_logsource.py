@@ -1,6 +1,5 @@
 """The Sigma log source mapping of hookaudit's history: which products, categories and
-fields a rule may name, and what each means (`queries.sigma` matches them, in Python and,
-through `queries.sigma_duckdb`, in SQL).
+fields a rule may name, and what each means (`queries.sigma_duckdb` turns them into SQL).
 
 Example:
     >>> PRODUCTS["coding_agent"] is None and PRODUCTS["codex"] == ("codex",)

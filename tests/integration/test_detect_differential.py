@@ -19,10 +19,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine.records import Outcome, new_event
-from ingest.log import LogWriter, iter_outcomes
+from ingest.log.reader import iter_outcomes
+from ingest.log.writer import LogWriter
 from queries.db import open_db
-from queries.sigma import event_fields, load_rules, matches
+from queries.sigma import load_rules
 from queries.sigma_duckdb import detect_history
+from tests.support.sigma_reference import event_fields, matches
 
 # Few, tricky tokens, so that rule values and event values often meet: in another case,
 # through LIKE's % or _, a quote, a backslash, a Sigma wildcard or white space.
@@ -371,7 +373,7 @@ def timed_outcome(draw: Any, vocab: list[str]) -> Outcome:
 
 
 def python_hits(d: Path, c: Any) -> set[tuple[Any, ...]]:
-    from queries.sigma_correlation import correlate
+    from tests.support.sigma_reference import correlate
 
     events = [
         (o.event.id, us(o.event.ts), event_fields(o))
