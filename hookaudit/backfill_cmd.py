@@ -1,4 +1,5 @@
-"""`hookaudit backfill`: publish the tool calls of Claude Code transcripts as hook events.
+"""`hookaudit backfill`: publish what agents' session files show (Claude Code transcripts,
+Codex rollouts, Gemini CLI and Qwen Code chats) as backfilled hook events.
 
 Rules of this file:
 - Reading and shaping are `ingest.backfill`'s; this file publishes, with the emitter's

@@ -44,7 +44,8 @@ def verify_cmd(data_dir: Path | None, fmt: str, anchors: bool | None, **kw: Any)
       hookaudit verify --data-dir ./data
       hookaudit verify --data-dir ./data --anchors --nats nats://nats:4222 --nkey analyst.nk
     """
-    from ingest.log import has_log, verify
+    from ingest.log.layout import has_log
+    from ingest.log.verifier import verify
 
     d = data_dir or default_data_dir()  # it exists: data_dir_option checked
     if not has_log(d):
@@ -176,8 +177,8 @@ def log_seal(data_dir: Path | None, worker_name: str) -> None:
     Example:
       hookaudit log seal --data-dir ./data --worker myhost-1
     """
-    from ingest.log import LogWriter, writer_pid
     from ingest.log.layout import workers
+    from ingest.log.writer import LogWriter, writer_pid
 
     d = data_dir or default_data_dir()  # it exists: data_dir_option checked
     try:

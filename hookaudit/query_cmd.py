@@ -35,7 +35,7 @@ def _database_option(f: Any) -> Any:
 
 def _open(data_dir: Path | None, database: str | None) -> Any:
     """open_db with unreadable records warned on stderr, and a hint when there is no log yet."""
-    from ingest.log import segments
+    from ingest.log.layout import segments
     from queries.db import open_db
 
     d = data_dir or default_data_dir()

@@ -1,6 +1,7 @@
 """The reference pages of the docs site, generated from the code: every command's `--help`
 (from the click commands), the query views column by column and the named queries (from
-their catalogues), and the Sigma log source mapping.
+their catalogues), the Sigma log source mapping, and the code map (each package and module
+with the first sentence of its docstring).
 
 `tests/unit/test_reference_pages.py` fails when a page under `docs/reference/` is not what
 this module writes, so the reference cannot go stale.
@@ -85,9 +86,46 @@ def sigma_page() -> str:
     return "".join(out)
 
 
+_ROOTS = ("hookaudit", "engine", "ingest", "queries", "replay")
+
+
+def _summary(path: Path) -> str:
+    """The first paragraph of a module's docstring, on one line."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def code_map_page() -> str:
+    """Every package and module of the code, with its docstring's first paragraph."""
+    repo = Path(__file__).resolve().parent.parent
+    out = [
+        _GENERATED,
+        "# Code map\n\nEvery package and module, with the first paragraph of its docstring. "
+        "The layering between packages is held by the import contracts in `pyproject.toml`.\n",
+    ]
+    for root in _ROOTS:
+        for init in sorted((repo / root).glob("**/__init__.py")):
+            pkg = init.parent.relative_to(repo)
+            if "__pycache__" in pkg.parts:
+                continue
+            out.append(f"\n## `{'.'.join(pkg.parts)}`\n\n{_summary(init)}\n\n")
+            out.append("| module | what it is |\n|---|---|\n")
+            for mod in sorted(init.parent.glob("*.py")):
+                if mod.name != "__init__.py":
+                    out.append(f"| `{mod.stem}` | {_cell(_summary(mod))} |\n")
+    return "".join(out)
+
+
 def pages() -> dict[str, str]:
     """Each reference page, by file name."""
-    return {"commands.md": commands_page(), "views.md": views_page(), "sigma.md": sigma_page()}
+    return {
+        "commands.md": commands_page(),
+        "views.md": views_page(),
+        "sigma.md": sigma_page(),
+        "code-map.md": code_map_page(),
+    }
 
 
 def write(folder: Path) -> list[Path]:

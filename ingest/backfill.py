@@ -1,4 +1,5 @@
-"""Transcript backfill: the tool calls a Claude Code transcript shows, as hook events.
+"""Backfill: the hook events an agent's session files show, rebuilt and marked as backfilled;
+here the walk over files and the tool calls of a Claude Code transcript.
 
 Claude Code keeps each session's transcript (`~/.claude/projects/<project>/<session>.jsonl`):
 every assistant `tool_use` block (id, tool, input) and the user entry with its `tool_result`,

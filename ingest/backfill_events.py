@@ -1,5 +1,6 @@
-"""The other events a Claude Code transcript shows, besides its tool calls: each prompt
-(UserPromptSubmit) and each tool's result (PostToolUse, or PostToolUseFailure for a call
+"""The events a Claude Code transcript shows besides its tool calls.
+
+Each prompt (UserPromptSubmit) and each tool's result (PostToolUse, or PostToolUseFailure for a call
 that failed), rebuilt as the hook input Claude Code sent for it (checked field by field
 against the real binary's inputs in tests/fixtures/claude_code; a transcript does not keep
 a PostToolUse's `duration_ms`, so it is left out) and marked as backfilled

@@ -26,7 +26,8 @@ import msgspec
 
 from engine.dialects.registry import get as get_dialect
 from engine.records import encode_msgpack, new_event
-from ingest.log import iter_outcomes, verify
+from ingest.log.reader import iter_outcomes
+from ingest.log.verifier import verify
 from ingest.nats.embedded import embedded_status, start_embedded, stop_embedded
 from ingest.nats.options import NatsArgs, connect_options
 from ingest.nats.streams import event_subject, names, provision
@@ -60,7 +61,7 @@ def live_reason(data_dir: Path) -> str | None:
     status = embedded_status(data_dir)
     if status is not None:
         return f"a NATS server (pid {status.get('pid')}) is running for it"
-    from ingest.log import segments
+    from ingest.log.layout import segments
 
     found = segments(data_dir) if (data_dir / "log").is_dir() else []
     if found or ((data_dir / "log").is_dir() and any((data_dir / "log").iterdir())):

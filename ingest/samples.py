@@ -1,4 +1,5 @@
-"""Realistic Claude Code hook traffic, generated deterministically from a seed.
+"""Realistic hook traffic, generated deterministically from a seed: Claude Code's, and
+(`as_agent`) the same sessions as another agent sent them.
 
 Used by `hookaudit demo`, the tests and the benchmarks. Each session is the event
 stream Claude Code would raise: SessionStart, prompts, PreToolUse/PostToolUse pairs

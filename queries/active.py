@@ -18,11 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from engine.records import decode_outcome_json
-from ingest.log import (
-    Segment,
-    active_data,
-    sealed_copy,
-)
+from ingest.log.layout import Segment, sealed_copy
+from ingest.log.reader import active_data
 from queries.columns import (
     EVENT_COLUMNS,
     LINE_SCHEMA,

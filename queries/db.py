@@ -52,12 +52,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ingest.log import (
-    OnCorrupt,
-    segments,
-)
 from ingest.log.digests import changed_sealed
+from ingest.log.layout import segments
 from ingest.log.objstore import duckdb_filesystem
+from ingest.log.reader import OnCorrupt
 from queries.active import _load_active
 from queries.catalog import QueryError
 from queries.columns import (

@@ -1,5 +1,5 @@
 """Running SQL on `queries.db`'s connection: results read once, read-only checks, named
-queries with bound parameters (split from `queries.db`; DuckDB errors become `QueryError`).
+queries with bound parameters; DuckDB's errors become `QueryError`.
 """
 
 from __future__ import annotations

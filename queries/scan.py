@@ -22,15 +22,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ingest.log import (
-    EVENT_PARTITION,
-    KEY_PARTITION,
-    OnCorrupt,
-    Segment,
-    sql_copy,
-)
-from ingest.log.layout import runs_location
+from ingest.log.dedup import EVENT_PARTITION, KEY_PARTITION, sql_copy
+from ingest.log.layout import Segment, runs_location
 from ingest.log.objstore import arrow_input, stat
+from ingest.log.reader import OnCorrupt
 from queries.columns import (
     BASE_COLUMNS,
     BASE_TYPES,

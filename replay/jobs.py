@@ -60,8 +60,10 @@ from engine.effects import Executor
 from engine.errors import HookauditError, LogCorrupt, Unavailable
 from engine.records import decode_outcome_msgpack
 from engine.sources import Effective, load_sources
-from ingest.log import LogWriter, Segment, sealed_mismatches, segments
 from ingest.log.digests import changed_sealed
+from ingest.log.layout import Segment, segments
+from ingest.log.manifest import sealed_mismatches
+from ingest.log.writer import LogWriter
 from ingest.private import make_private
 from replay import report as report_mod
 from replay.parts import LateSkips, Restart, SegmentQueue, duplicates
@@ -240,7 +242,8 @@ def log_total(data_dir: str | Path) -> int:
         >>> log_total(tempfile.mkdtemp())
         0
     """
-    from ingest.log import read_manifest, segments
+    from ingest.log.layout import segments
+    from ingest.log.manifest import read_manifest
 
     total = 0
     counts: dict[tuple[str, int], int] = {}

@@ -38,9 +38,10 @@ from typing import Any
 
 import msgspec
 
-from ingest.log import Segment, iter_raw_lines
+from ingest.log.layout import Segment
 from ingest.log.lines import HEAD_ID, LIVE_TAIL
 from ingest.log.objstore import duckdb_filesystem
+from ingest.log.reader import iter_raw_lines
 from ingest.log.scan import ACTIVE_ROW_BYTES, estimated_rows, has_columns
 from replay.select import Piece
 

@@ -36,7 +36,7 @@ from engine.outcome import to_outcome
 from engine.records import HookRun, Posture, Profile, encode_msgpack
 from engine.run import Engine, NotEvaluated
 from engine.sources import Effective, load_sources
-from ingest.log import Segment
+from ingest.log.layout import Segment
 from replay import request
 from replay.answers import Answers, How
 from replay.diff import ENGINE_HOOK, Change, attribute, compare, event_label, hook_meta

@@ -35,9 +35,9 @@ import msgspec
 
 from engine.payload import stored_payload
 from engine.records import ENGINE_VERSION, HookEvent, HookRun, Outcome
-from ingest.log import Segment, iter_raw_lines, segments
+from ingest.log.layout import Segment, segments
 from ingest.log.lines import HEAD_TS
-from ingest.log.reader import hashed_lines
+from ingest.log.reader import hashed_lines, iter_raw_lines
 from ingest.log.scan import sealed_rows
 
 __all__ = [

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.errors import Unavailable
-from ingest.log import Segment, segments
+from ingest.log.layout import Segment, segments
 from replay import request as request_mod
 from replay.request import Request
 from replay.select import Piece

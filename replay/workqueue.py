@@ -69,7 +69,7 @@ from typing import Any
 import msgspec
 
 from engine.errors import Unavailable
-from ingest.log import Segment, segments
+from ingest.log.layout import Segment, segments
 from replay.parts import SegmentQueue, duplicates
 from replay.request import JobResult, Request
 from replay.select import Piece

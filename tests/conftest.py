@@ -81,7 +81,9 @@ def seal_as_before(data_dir: Path, worker: str | None = None, *, key: bytes | No
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ingest.log import BASE_SCHEMA, manifest_hmac, read_manifest, runs_path, segments
+    from ingest.log.layout import runs_path, segments
+    from ingest.log.manifest import manifest_hmac, read_manifest
+    from ingest.log.schema import BASE_SCHEMA
 
     done: dict[str, dict[int, Path]] = {}
     for seg in segments(data_dir, worker=worker):

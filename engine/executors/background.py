@@ -1,5 +1,5 @@
 """Background (async) command hooks: kept running under their limit, results handed out
-by `drain` (split from `engine.executors.command`; the rules are in its header).
+by `drain` (the rules of async hooks are in `engine.executors.command`).
 
 Example:
     >>> AsyncRegistry().pending()

@@ -31,8 +31,9 @@ from typing import Any
 
 from engine.errors import Unavailable
 from engine.records import HookEvent, Outcome, encode_msgpack
-from ingest.log import LogWriter, idempotency_key
 from ingest.log.anchors import Anchor, encode_anchor
+from ingest.log.lines import idempotency_key
+from ingest.log.writer import LogWriter
 from ingest.nats.puback import AckWaiter, Batch
 from ingest.nats.pull import Delivered, ack_many
 from ingest.nats.streams import Names, anchor_subject, outcome_subject

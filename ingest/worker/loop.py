@@ -46,7 +46,7 @@ from engine.records import HookEvent, Outcome, Posture, Profile
 from engine.run import Engine
 from engine.sources import Effective, load_sources
 from ingest.gc_threshold import Collector
-from ingest.log import LogWriter
+from ingest.log.writer import LogWriter
 from ingest.nats.puback import AckWaiter
 from ingest.nats.pull import Delivered, Puller
 from ingest.nats.streams import ConnectOptions, Names, provision

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.records import HookIdentity, HookRun, Outcome, new_event
-from ingest.log import LogWriter, verify
+from ingest.log.verifier import verify
+from ingest.log.writer import LogWriter
 
 
 def outcome(i: int) -> Outcome:

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_log import outcome
 
-from ingest.log import LogWriter
 from ingest.log.objstore import open_store
 from ingest.log.ship import prune, ship
+from ingest.log.writer import LogWriter
 from queries.db import open_db
 
 QUERIES = {

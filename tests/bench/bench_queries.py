@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 import duckdb  # noqa: E402
 
-from ingest.log import runs_path, segments  # noqa: E402
+from ingest.log.layout import runs_path, segments  # noqa: E402
 from queries.catalog import bind_params, load_catalog  # noqa: E402
 from queries.db import open_db  # noqa: E402
 

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from engine.records import uuid7  # noqa: E402
-from ingest.log import segments  # noqa: E402
+from ingest.log.layout import segments  # noqa: E402
 from replay.answers import Policy  # noqa: E402
 from replay.jobs import replay  # noqa: E402
 from replay.request import Request  # noqa: E402

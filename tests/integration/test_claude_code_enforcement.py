@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.log import iter_outcomes
+from ingest.log.reader import iter_outcomes
 
 REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE = REPO / "tests" / "conformance" / "claude_code"

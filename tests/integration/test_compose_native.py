@@ -59,7 +59,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ingest.log import iter_outcomes
+from ingest.log.reader import iter_outcomes
 from ingest.nats.embedded import find_nats_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

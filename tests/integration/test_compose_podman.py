@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ingest.log import iter_outcomes
+from ingest.log.reader import iter_outcomes
 from tests.integration.podman_support import (
     REPO,
     Runtime,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.records import Outcome, new_event
-from ingest.log import LogWriter
+from ingest.log.writer import LogWriter
 
 RULES = Path(__file__).resolve().parents[2] / "infra" / "sigma"
 NOW = datetime.now(UTC)

@@ -27,7 +27,7 @@ import httpx
 from nats.aio.client import Client
 
 from engine.records import Outcome, encode_msgpack, new_event, uuid7
-from ingest.log import iter_outcomes
+from ingest.log.reader import iter_outcomes
 from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
 from replay.answers import Policy

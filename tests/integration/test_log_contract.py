@@ -18,19 +18,12 @@ from pathlib import Path
 import pytest
 
 from engine.records import HookIdentity, HookRun, Outcome, encode_json, new_event
-from ingest.log import (
-    LogWriter,
-    SegmentKind,
-    first_copies,
-    first_live,
-    iter_outcomes,
-    iter_raw_lines,
-    key_digest,
-    lookup_in,
-    read_segment,
-    segments,
-    verify,
-)
+from ingest.log.dedup import first_copies, first_live
+from ingest.log.layout import SegmentKind, segments
+from ingest.log.lines import key_digest
+from ingest.log.reader import iter_outcomes, iter_raw_lines, lookup_in, read_segment
+from ingest.log.verifier import verify
+from ingest.log.writer import LogWriter
 
 
 def make(i: int, worker: str) -> Outcome:

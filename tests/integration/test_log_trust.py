@@ -21,8 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.records import Outcome, decode_outcome_json, new_event
-from ingest.log import LogWriter, read_manifest, segments, verify
+from ingest.log.layout import segments
 from ingest.log.lines import stamp
+from ingest.log.manifest import read_manifest
+from ingest.log.verifier import verify
+from ingest.log.writer import LogWriter
 
 KEY = b"trust-key-0123456789"
 ENV_KEY = {"HOOKAUDIT_LOG_KEY": KEY.decode()}

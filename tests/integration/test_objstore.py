@@ -19,7 +19,10 @@ from click.testing import CliRunner
 
 from engine.records import uuid7
 from hookaudit.cli import root as main
-from ingest.log import LogWriter, idempotency_key, segments, verify
+from ingest.log.layout import segments
+from ingest.log.lines import idempotency_key
+from ingest.log.verifier import verify
+from ingest.log.writer import LogWriter
 from queries.db import open_db
 from replay.jobs import replay
 from replay.request import Policy, Request

@@ -20,7 +20,8 @@ import pytest
 from nats.aio.client import Client
 
 from engine.records import encode_msgpack, new_event
-from ingest.log import iter_outcomes, verify
+from ingest.log.reader import iter_outcomes
+from ingest.log.verifier import verify
 from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
 from ingest.samples import sessions
@@ -177,7 +178,7 @@ async def test_worker_sigkill_mid_batch_loses_and_duplicates_nothing(
 
 def test_verify_cli_names_the_edited_record(tmp_path: Path) -> None:
     from engine.records import Outcome
-    from ingest.log import LogWriter
+    from ingest.log.writer import LogWriter
 
     data = tmp_path / "data"
     with LogWriter.open(data, "w1") as w:

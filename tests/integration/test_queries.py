@@ -23,7 +23,9 @@ from click.testing import CliRunner
 from engine.records import HookEvent, HookIdentity, HookRun, Outcome, new_event
 from hookaudit.cli import COMMANDS
 from hookaudit.query_cmd import query_cmd, sql_cmd
-from ingest.log import LogWriter, runs_path, segments, verify
+from ingest.log.layout import runs_path, segments
+from ingest.log.verifier import verify
+from ingest.log.writer import LogWriter
 from queries.catalog import QueryError, load_catalog
 from queries.db import check_read_only, open_db, run_named, run_sql
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.records import Outcome, new_event
 from ingest.backfill import Call
-from ingest.log import LogWriter
+from ingest.log.writer import LogWriter
 from queries.catalog import load_catalog
 from queries.db import open_db, run_named
 

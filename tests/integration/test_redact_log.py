@@ -10,7 +10,8 @@ from typing import Any
 from nats.aio.client import Client
 
 from engine.records import encode_msgpack, new_event
-from ingest.log import iter_outcomes, verify
+from ingest.log.reader import iter_outcomes
+from ingest.log.verifier import verify
 from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
 from tests.integration.test_pipeline import start_worker, stop, wait_for

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.log import iter_outcomes
+from ingest.log.reader import iter_outcomes
 from tests.integration.relay_support import Stack, pre_tool_use, prompt, write_settings
 
 pytestmark = pytest.mark.timeout(240)

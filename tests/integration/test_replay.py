@@ -34,7 +34,9 @@ from engine.records import new_event, uuid7
 from engine.run import Engine
 from engine.sources import load_sources
 from hookaudit.replay_cmd import replay_cmd
-from ingest.log import LogWriter, iter_outcomes, segments
+from ingest.log.layout import segments
+from ingest.log.reader import iter_outcomes
+from ingest.log.writer import LogWriter
 from replay.answers import Answers, Policy
 from replay.jobs import replay
 from replay.parts import SegmentQueue, duplicates

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ingest.log import LogWriter
+from ingest.log.writer import LogWriter
 from ingest.nats import embedded
 from ingest.nats.auth import auth_dir
 from replay.workqueue import STREAM

@@ -28,7 +28,7 @@ from engine.records import new_event
 from engine.run import Engine
 from engine.sources import load_sources
 from hookaudit.replay_cmd import replay_cmd
-from ingest.log import LogWriter
+from ingest.log.writer import LogWriter
 from ingest.samples import sessions
 
 ROOT = Path(__file__).resolve().parents[2]

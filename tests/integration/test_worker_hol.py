@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 from nats.aio.client import Client
 
 from engine.records import payload_dict
-from ingest.log import iter_outcomes, verify
+from ingest.log.reader import iter_outcomes
+from ingest.log.verifier import verify
 from ingest.nats.streams import Names, provision
 
 if TYPE_CHECKING:

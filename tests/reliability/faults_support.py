@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.records import HookEvent, encode_msgpack, new_event
-from ingest.log import iter_outcomes
+from ingest.log.reader import iter_outcomes
 from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
 

@@ -25,7 +25,8 @@ import nats.errors
 import pytest
 
 from engine.records import encode_msgpack, new_event
-from ingest.log import iter_outcomes, verify
+from ingest.log.reader import iter_outcomes
+from ingest.log.verifier import verify
 from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
 

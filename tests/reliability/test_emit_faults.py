@@ -20,7 +20,8 @@ import pytest
 from nats.aio.client import Client
 
 from engine.records import payload_dict
-from ingest.log import iter_outcomes, verify
+from ingest.log.reader import iter_outcomes
+from ingest.log.verifier import verify
 from ingest.nats import streams as ha_nats
 from ingest.spool.store import Spool
 from tests.reliability.faults_support import (

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING
 import pytest
 from nats.aio.client import Client
 
-from ingest.log import first_copies, iter_outcomes, verify
+from ingest.log.dedup import first_copies
+from ingest.log.reader import iter_outcomes
+from ingest.log.verifier import verify
 from ingest.nats import streams as ha_nats
 from tests.reliability.faults_support import (
     WorkerProc,

@@ -14,7 +14,8 @@ import msgspec
 import pytest
 from nats.aio.client import Client
 
-from ingest.log import LogWriter, iter_outcomes
+from ingest.log.reader import iter_outcomes
+from ingest.log.writer import LogWriter
 from ingest.nats import streams as ha_nats
 from tests.conftest import NatsServer
 from tests.integration.test_pipeline import publish, start_worker, stop, wait_for, write_settings

@@ -21,7 +21,7 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from ingest.log import iter_outcomes
+from ingest.log.reader import iter_outcomes
 from ingest.nats import streams as ha_nats
 from queries.db import open_db
 

@@ -23,7 +23,7 @@ import msgspec
 from nats.aio.client import Client
 
 from engine.records import encode_msgpack, new_event
-from ingest.log import iter_outcomes
+from ingest.log.reader import iter_outcomes
 from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
 from queries.db import open_db

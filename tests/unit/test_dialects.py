@@ -247,8 +247,9 @@ def test_sigma_products_name_agents() -> None:
     import duckdb
 
     from engine.records import Outcome, new_event
-    from queries.sigma import event_fields, load_rules, matches
+    from queries.sigma import load_rules
     from queries.sigma_duckdb import events_table, rule_sql
+    from tests.support.sigma_reference import event_fields, matches
 
     pre = json.loads((FIXTURES / "gemini-0.61.0" / "BeforeTool.json").read_text())
     said = get("gemini_cli").normalise(pre)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import pkgutil
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,32 +78,3 @@ def test_a_broken_contract_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.chdir(ROOT)
     code = lint_imports(config_filename=str(config), cache_dir=str(tmp_path), no_logo=True)
     assert code == 1
-
-
-def _packages() -> list[str]:
-    """Every top-level package, and every subpackage that declares a public surface."""
-    found = []
-    for top in ("engine", "ingest", "queries", "replay", "hookaudit"):
-        found.append(top)
-        pkg = importlib.import_module(top)
-        for info in pkgutil.walk_packages(pkg.__path__, top + "."):
-            if info.ispkg and "__all__" in importlib.import_module(info.name).__dict__:
-                found.append(info.name)
-    return found
-
-
-PACKAGES = _packages()
-
-
-@pytest.mark.parametrize("name", PACKAGES)
-def test_each_package_names_its_public_surface(name: str) -> None:
-    pkg = importlib.import_module(name)
-    surface = pkg.__all__
-    assert surface and len(set(surface)) == len(surface)
-    # a name of a submodule would be shadowed by it once the submodule is imported
-    clash = {m.name for m in pkgutil.iter_modules(pkg.__path__)} & set(surface)
-    assert not clash, clash
-    for item in surface:
-        assert getattr(pkg, item) is not None, f"{name}.{item}"
-    with pytest.raises(AttributeError):
-        _ = pkg.no_such_name

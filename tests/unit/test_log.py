@@ -30,26 +30,21 @@ from engine.records import (
     encode_json,
     new_event,
 )
-from ingest.log import (
+from ingest.log.findings import VerifyReport
+from ingest.log.layout import runs_path, segments
+from ingest.log.lines import idempotency_key, key_digest, recompute_hash
+from ingest.log.lines import stamp as _stamp
+from ingest.log.manifest import manifest_hmac, read_manifest
+from ingest.log.reader import iter_outcomes, iter_raw_lines
+from ingest.log.schema import (
     BASE_SCHEMA,
     RUN_SCHEMA,
     SCHEMA,
     SEALED_EXTRA_COLUMNS,
-    LogWriter,
-    VerifyReport,
-    idempotency_key,
-    iter_outcomes,
-    iter_raw_lines,
-    key_digest,
-    manifest_hmac,
-    read_manifest,
-    recompute_hash,
-    runs_path,
     sealed_write_options,
-    segments,
-    verify,
 )
-from ingest.log.lines import stamp as _stamp
+from ingest.log.verifier import verify
+from ingest.log.writer import LogWriter
 
 W = "w1"
 KEY = b"k" * 32

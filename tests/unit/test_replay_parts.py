@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.log import Segment
+from ingest.log.layout import Segment
 from replay.parts import LateSkips, Restart, SegmentQueue, _line_ids
 
 
