@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.agents.agents_support import HERE, agent_env, binary, free_port, wire
+from tests.support.agents import HERE, agent_env, binary, free_port, wire
 
 PROMPT = "run the probe command"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents.agents_support import deployment, outcomes
 from tests.agents.runners import run
-from tests.integration.relay_support import Stack
+from tests.support.agents import deployment, outcomes
+from tests.support.relay import Stack
 
 pytestmark = pytest.mark.slow
 

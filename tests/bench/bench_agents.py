@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.integration.relay_support import Stack  # noqa: E402
+from tests.support.relay import Stack  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "agents"
 POLICY = "def allow(event):\n    return None\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.relay_support import Stack, hookaudit, write_settings
+from tests.support.relay import Stack, hookaudit, write_settings
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "agents" / "transcripts"
 pytestmark = pytest.mark.slow

@@ -261,9 +261,8 @@ async def test_powershell_without_pwsh_is_spawn_failed(tmp_path: Path) -> None:
 
 
 async def test_timeout_kills_the_group() -> None:
-    t0 = time.perf_counter()
+    # a hook that would sleep for 1000 s: the answer is the timeout, and its group is gone
     res = await CommandExecutor(grace=1.0).run(make_inv("echo $$; sleep 1000", timeout=0.3))
-    assert time.perf_counter() - t0 < 3.0
     assert res.error_kind == "timeout" and res.exit_code is None
     assert "timed out after 0.3 s" in (res.error or "")
     assert await wait_gone(int(res.stdout))
@@ -276,7 +275,7 @@ async def test_hook_ignoring_sigterm_is_sigkilled_after_grace() -> None:
     )
     elapsed = time.perf_counter() - t0
     assert res.error_kind == "timeout" and "SIGKILLed after 0.4 s grace" in (res.error or "")
-    assert 0.65 <= elapsed < 3.0
+    assert elapsed >= 0.7  # the timeout, then the whole grace: never killed early
     assert await wait_gone(int(res.stdout))
 
 
@@ -289,11 +288,10 @@ async def test_sigterm_trap_gets_to_run_within_grace(tmp_path: Path) -> None:
 
 
 async def test_child_holding_stdout_does_not_hang() -> None:
-    t0 = time.perf_counter()
+    # the child keeps stdout open for 100 s: the answer comes, and the child is killed
     res = await CommandExecutor(drain_window=0.3).run(
         make_inv("sleep 100 & echo hi; echo $$ >&2; exit 0")
     )
-    assert time.perf_counter() - t0 < 2.0
     assert (res.exit_code, res.stdout, res.error_kind) == (0, "hi\n", None)
     assert "process group killed" in (res.error or "")
     assert await wait_gone(int(res.stderr))
@@ -323,26 +321,35 @@ async def test_cancellation_kills_the_group(tmp_path: Path) -> None:
     assert await wait_gone(pgid)
 
 
-async def test_parallel_hooks_run_concurrently() -> None:
+async def test_parallel_hooks_run_concurrently(tmp_path: Path) -> None:
+    # a barrier: each hook says it started, then waits until all four have; run one at a
+    # time, the first would wait alone until its own deadline and fail
     ex = CommandExecutor()
-    t0 = time.perf_counter()
-    results = await asyncio.gather(*(ex.run(make_inv(f"sleep 0.3; echo {i}")) for i in range(4)))
-    elapsed = time.perf_counter() - t0
-    assert [r.stdout for r in results] == ["0\n", "1\n", "2\n", "3\n"]
-    assert elapsed < 1.0, elapsed
+    cmd = (
+        'touch "$D/{i}"; n=0; while [ "$(ls "$D" | wc -l)" -lt 4 ]; do'
+        " n=$((n+1)); [ $n -gt 3000 ] && exit 1; sleep 0.01; done; echo {i}"
+    )
+    invs = [make_inv(cmd.format(i=i), env={"D": str(tmp_path)}, timeout=60) for i in range(4)]
+    results = await asyncio.gather(*(ex.run(inv) for inv in invs))
+    assert [(r.exit_code, r.stdout) for r in results] == [(0, f"{i}\n") for i in range(4)]
 
 
 # --- async hooks ---------------------------------------------------------------------
 
 
-async def test_self_declared_async_returns_pending_then_delivers() -> None:
+async def test_self_declared_async_returns_pending_then_delivers(tmp_path: Path) -> None:
+    # the hook cannot finish before the test opens its gate: the answer came first
     ex = CommandExecutor()
-    cmd = 'echo \'{"async": true}\'; sleep 0.2; echo \'{"systemMessage":"later"}\'; exit 0'
-    res = await ex.run(make_inv(cmd))
+    gate = tmp_path / "gate"
+    cmd = (
+        'echo \'{"async": true}\'; while [ ! -e "$G" ]; do sleep 0.01; done;'
+        ' echo \'{"systemMessage":"later"}\'; exit 0'
+    )
+    res = await ex.run(make_inv(cmd, env={"G": str(gate)}))
     assert res.pending and res.stdout == '{"async": true}' and res.exit_code is None
-    assert res.duration_ms < 150
     assert ex.registry.pending() == 1
     assert await ex.registry.drain() == []
+    gate.touch()
     done = await ex.registry.drain(timeout=None)
     assert ex.registry.pending() == 0
     [(inv, final)] = done
@@ -362,9 +369,7 @@ async def test_self_declared_async_timeout_is_enforced() -> None:
         make_inv('echo \'{"async":true,"asyncTimeout":300}\'; echo $$ >&2; sleep 100')
     )
     assert res.pending
-    t0 = time.perf_counter()
-    [(_, final)] = await ex.registry.drain(timeout=5)
-    assert 0.2 < time.perf_counter() - t0 < 3.0
+    [(_, final)] = await ex.registry.drain(timeout=60)
     assert final.error_kind == "timeout" and "0.3 s" in (final.error or "")
     assert await wait_gone(int(final.stderr))
 
@@ -377,9 +382,12 @@ async def test_first_line_that_is_not_async_is_a_normal_answer() -> None:
 async def test_config_async_returns_after_stdin_and_delivers(tmp_path: Path) -> None:
     out = tmp_path / "in.json"
     ex = CommandExecutor()
-    inv = make_inv('cat > "$OUT"; sleep 0.3; echo done', env={"OUT": str(out)}, is_async=True)
+    gate = tmp_path / "gate"
+    cmd = 'cat > "$OUT"; while [ ! -e "$G" ]; do sleep 0.01; done; echo done'
+    inv = make_inv(cmd, env={"OUT": str(out), "G": str(gate)}, is_async=True)
     res = await ex.run(inv)
-    assert res.pending and res.duration_ms < 250
+    assert res.pending  # the hook cannot finish before the gate opens: the answer came first
+    gate.touch()
     [(_, final)] = await ex.registry.drain(timeout=None)
     assert (final.exit_code, final.stdout) == (0, "done\n")
     assert out.read_bytes() == INPUT + b"\n"

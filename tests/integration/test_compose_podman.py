@@ -44,7 +44,8 @@ import pytest
 import yaml
 
 from ingest.log.reader import iter_outcomes
-from tests.integration.podman_support import (
+from tests.integration.test_compose_native import _hook_input
+from tests.support.podman import (
     REPO,
     Runtime,
     Wheelhouse,
@@ -52,7 +53,6 @@ from tests.integration.podman_support import (
     podman_runtime,
     stand_in_images,
 )
-from tests.integration.test_compose_native import _hook_input
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

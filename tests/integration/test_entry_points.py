@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from ingest.protocol import MSG_ID
 from replay.answers import Policy
 from replay.jobs import replay
 from replay.request import Request
+from tests.support.workers import clean_env as env
+from tests.support.workers import start_worker, stop
 
 HOOKS_PY = """
 def guard(event):
@@ -87,24 +88,6 @@ def full(payload: dict[str, Any], session: str, root: Path) -> dict[str, Any]:
     return {**payload, "session_id": session, "cwd": str(root), "transcript_path": "/t"}
 
 
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("HOOKAUDIT_")}
-
-
-def start_worker(data: Path, url: str, prefix: str, *settings: str) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "hookaudit", "worker", "--data-dir", str(data)]
-    args += ["--nats", url, "--prefix", prefix, "--batch", "8"]
-    for spec in settings:
-        args += ["--settings", spec]
-    return subprocess.Popen(args, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err.decode()
-
-
 def logged(data: Path) -> dict[str, Outcome]:
     return {o.event.id: o for o in iter_outcomes(data) if o.replay_id is None}
 
@@ -157,7 +140,9 @@ async def test_every_entry_point_gives_the_same_decisions(
     settings = write_settings(tmp_path)
     data = tmp_path / "data"
     await ha_nats.provision(nc.jetstream(), prefix=names.prefix)
-    worker = start_worker(data, nats_server.url, names.prefix, f"project:{settings}")
+    worker = start_worker(
+        data, nats=nats_server.url, prefix=names.prefix, settings=[settings], batch=8
+    )
     serve = subprocess.Popen(
         [sys.executable, "-m", "hookaudit", "serve", "--nats", nats_server.url,
          "--prefix", names.prefix, "--listen", "127.0.0.1:0", "--timeout", "30"],
@@ -223,7 +208,9 @@ async def test_skill_once_hook_recorded_by_a_worker_replays_unchanged(
     skill.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [once]}]}}))
     data = tmp_path / "data"
     await ha_nats.provision(nc.jetstream(), prefix=names.prefix)
-    worker = start_worker(data, nats_server.url, names.prefix, f"skill:{skill}")
+    worker = start_worker(
+        data, nats=nats_server.url, prefix=names.prefix, settings=[f"skill:{skill}"], batch=8
+    )
     ids: list[str] = []
     try:
         for session in ("a", "a", "a", "b", "b"):  # one at a time: the once state is settled

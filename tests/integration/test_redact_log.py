@@ -14,7 +14,8 @@ from ingest.log.reader import iter_outcomes
 from ingest.log.verifier import verify
 from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID
-from tests.integration.test_pipeline import start_worker, stop, wait_for
+from tests.support.waiting import until
+from tests.support.workers import start_worker, stop
 
 HOOKS = """
 def deny(event):
@@ -45,15 +46,16 @@ async def test_worker_redacts_what_the_log_stores(
     data = tmp_path / "data"
     worker = start_worker(
         data,
-        nats_server.url,
-        names.prefix,
-        settings,
         "--redact-log",
         "--redact-log-pattern",
         "ticket=TKT-[0-9]{6}",
+        nats=nats_server.url,
+        prefix=names.prefix,
+        settings=[settings],
+        batch=32,
     )
     try:
-        await wait_for(lambda: len(list(iter_outcomes(data))) >= 3)
+        await until(lambda: len(list(iter_outcomes(data))) >= 3)
     finally:
         stop(worker)
     stored = {o.event.id: o for o in iter_outcomes(data)}

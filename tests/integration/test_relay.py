@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ingest.log.reader import iter_outcomes
-from tests.integration.relay_support import Stack, pre_tool_use, prompt, write_settings
+from tests.support.relay import Stack, pre_tool_use, prompt, write_settings
 
 pytestmark = pytest.mark.timeout(240)
 

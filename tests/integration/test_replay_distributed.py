@@ -28,6 +28,7 @@ from ingest.nats.auth import auth_dir
 from replay.workqueue import STREAM
 from tests.conftest import NatsServer
 from tests.integration.test_log_contract import make
+from tests.support.waiting import wait_for
 
 BIN = Path(sys.executable).parent
 HOOKS = """
@@ -157,13 +158,6 @@ def taken(said: str) -> int:
     return int(m.group(1))
 
 
-def wait_for(what: Callable[[], bool], seconds: float = 120.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not what():
-        assert time.monotonic() < deadline, "gave up waiting"
-        time.sleep(0.1)
-
-
 async def operators_stream(url: str, *, check: bool = False) -> bool:
     """HOOK_REPLAY as an operator may have made it (other limits than the coordinator's);
     with `check`: whether it is still so."""
@@ -225,7 +219,7 @@ def test_a_job_that_dies_or_hangs_mid_segment_is_run_again_and_counted_once(
 
     def strike(_rid: str, joiners: list[subprocess.Popen[str]]) -> None:
         victim = joiners[0]
-        wait_for(lambda: (tmp_path / f"ran.{victim.pid}").exists())  # holding a segment
+        wait_for(lambda: (tmp_path / f"ran.{victim.pid}").exists(), 120)  # holding a segment
         victim.send_signal(how)  # SIGSTOP: alive, silent, never answers
         stopped.append(victim)
 
@@ -303,7 +297,7 @@ def test_a_segment_every_job_dies_on_fails_the_replay_in_one_line(
                                  env=env(victim=True))  # fmt: skip
             victims.append(v)
             marker = tmp_path / f"ran.{v.pid}"
-            wait_for(lambda: marker.exists() or coord.poll() is not None)  # noqa: B023
+            wait_for(lambda: marker.exists() or coord.poll() is not None, 120)  # noqa: B023
             v.send_signal(signal.SIGKILL)
             v.wait()
             time.sleep(3)  # past the ack wait: what it held is delivered again
@@ -337,7 +331,7 @@ def test_a_result_over_max_payload_fails_the_job_in_one_line(tmp_path: Path) -> 
                               stderr=subprocess.STDOUT)  # fmt: skip
     coord: subprocess.Popen[str] | None = None
     try:
-        wait_for(lambda: b"Server is ready" in (tmp_path / "nats.log").read_bytes(), 30)
+        wait_for(lambda: b"Server is ready" in (tmp_path / "nats.log").read_bytes(), 30, "nats")
         url = f"nats://127.0.0.1:{port}"
         coord = subprocess.Popen(
             replay_cmd(data, policy, "--distribute", "--nats", url, "--store", "changed"),

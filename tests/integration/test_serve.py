@@ -384,9 +384,11 @@ def test_listen_rules() -> None:
 
 
 async def test_healthz_both_states_and_nats_down(rig: Rig, nats_server: NatsServer) -> None:
-    client = await rig.start(timeout=5.0)
+    # a 60 s decision timeout: an answer that waited for it would come after the test's
+    # own 30 s limit on each request below
+    client = await rig.start(timeout=60.0)
     closed = HttpServer(
-        ServeOptions(host="127.0.0.1", port=0, names=rig.names, timeout=5.0, fail="closed"),
+        ServeOptions(host="127.0.0.1", port=0, names=rig.names, timeout=60.0, fail="closed"),
         ConnectOptions(servers=(nats_server.url,), max_reconnect=-1, reconnect_wait=0.1),
     )
     closed_url = await closed.start()
@@ -405,12 +407,10 @@ async def test_healthz_both_states_and_nats_down(rig: Rig, nats_server: NatsServ
         assert r.json()["ok"] is False
         assert r.json()["nats"] in ("reconnecting", "disconnected")
 
-        t0 = time.monotonic()
-        r = await client.post("/hooks", json=pretool())  # fail open: at once, not after 5 s
+        r = await asyncio.wait_for(client.post("/hooks", json=pretool()), 30)  # fail open
         assert (r.status_code, r.content) == (200, b"")
-        assert time.monotonic() - t0 < 1.0
 
-        r = await client.post(closed_url, json=pretool())
+        r = await asyncio.wait_for(client.post(closed_url, json=pretool()), 30)
         hso = r.json()["hookSpecificOutput"]
         assert hso["permissionDecision"] == "deny"
         assert "no decision (NATS is " in hso["permissionDecisionReason"]
@@ -430,7 +430,7 @@ async def test_timeout_fail_open(rig: Rig) -> None:
     t0 = time.monotonic()
     r = await client.post("/hooks", json=pretool())
     assert (r.status_code, r.content) == (200, b"")
-    assert 0.25 < time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 >= 0.3  # it waited out the timeout before failing open
     assert len(rig.seen) == 1  # the event was still published (and stored)
 
 
@@ -472,12 +472,11 @@ async def test_worker_error_and_stray_replies(rig: Rig, nc: Client) -> None:
 
 
 async def test_no_stream_fails_at_once(rig: Rig) -> None:
-    client = await rig.start(None, provision=False, fail="closed", timeout=5.0)
-    t0 = time.monotonic()
+    client = await rig.start(None, provision=False, fail="closed", timeout=60.0)
     r = await client.post("/hooks", json=pretool())
     reason = r.json()["hookSpecificOutput"]["permissionDecisionReason"]
+    # the publish's own error, not the 60 s decision timeout's "no decision within"
     assert f"no JetStream stream stores {rig.names.events_prefix}.PreToolUse" in reason
-    assert time.monotonic() - t0 < 2.0
 
 
 async def test_pending_is_bounded(rig: Rig) -> None:

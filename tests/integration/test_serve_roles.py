@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.relay_support import REPO, env, keyed_server, write_settings
+from tests.support.relay import REPO, env, keyed_server, write_settings
 
 pytestmark = pytest.mark.timeout(180)
 

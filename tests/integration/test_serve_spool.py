@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ingest.log.reader import iter_outcomes
-from tests.integration.relay_support import REPO, Stack, env, pre_tool_use, write_settings
+from tests.support.relay import REPO, Stack, env, pre_tool_use, write_settings
 
 pytestmark = pytest.mark.timeout(240)
 

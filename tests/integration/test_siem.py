@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests.integration.siem_support import (
+from tests.support import httpd
+from tests.support.siem import (
     Forwarder,
     Receiver,
     free_port,
     make_outcomes,
     publish,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 from tests.unit.test_siem_formats import ocsf_errors
 
 pytestmark = pytest.mark.slow
@@ -374,8 +375,7 @@ async def test_a_receivers_answer_cannot_forge_log_lines(
 ) -> None:
     """A receiver's error body goes into the warning and `last_error`: its CR/LF and
     terminal escapes must not make a line of their own in the sink's log."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     forged = b"busy\r\n2026-12-03 08:00:00,000 hookaudit.siem CRITICAL forged\x1b[2J\x85end"
     answers: list[int] = []
@@ -394,8 +394,7 @@ async def test_a_receivers_answer_cannot_forge_log_lines(
         def log_message(self, *a: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = httpd.serve(H)
     try:
         await publish(nc, names, make_outcomes(3))
         url = f"http://127.0.0.1:{server.server_address[1]}/in"
@@ -406,8 +405,7 @@ async def test_a_receivers_answer_cannot_forge_log_lines(
         (s,) = fwd.status()["sinks"]
         rc, err = fwd.stop()
     finally:
-        server.shutdown()
-        server.server_close()
+        httpd.stop(server)
     assert rc == 0 and s["sent"] == 3 and s["failed"] == 2, (s, err)
     assert "forged" in err and "CRITICAL forged" in s["last_error"]
     assert not any(line.startswith("2026-12-03 08:00:00") for line in err.splitlines()), err

@@ -24,15 +24,15 @@ import pytest
 from engine.records import encode_msgpack
 from ingest.nats import streams as ha_nats
 from ingest.siem.state import read_counters
-from tests.integration.siem_support import (
+from tests.support.siem import (
     Forwarder,
     Receiver,
     free_port,
     make_ca,
     make_outcomes,
     server_context,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -7,23 +7,21 @@ or refuses a batch on purpose.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.siem_support import (
+from tests.support.siem import (
     Forwarder,
     Receiver,
     make_outcomes,
     publish,
-    wait_for,
 )
+from tests.support.waiting import until, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -61,15 +59,6 @@ async def consumer(nc: Any, names: Any, name: str) -> Any:
     return await nc.jetstream().consumer_info(names.outcomes_stream, f"siem-{name}")
 
 
-async def until(cond: Callable[[], Any], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await cond():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def webhook(url: str, names: Any, d: Path, port: int, name: str, batch: int) -> Forwarder:
     # ack_wait far beyond the tests' waits: a message seen twice was nak'd, not timed out
     return Forwarder(
@@ -102,7 +91,7 @@ async def test_next_batch_is_fetched_while_one_is_held_but_nothing_acked_early(
         async def behind() -> bool:  # the batch in hand plus those fetched behind it
             return bool((await consumer(nc, names, "hold")).num_ack_pending >= 20)
 
-        await until(behind, "a second batch fetched while the first is held")
+        await until(behind, what="a second batch fetched while the first is held")
         info = await consumer(nc, names, "hold")
         assert info.ack_floor.stream_seq == 0  # nothing acked: the receiver has not answered
         assert gate.seqs == []
@@ -112,7 +101,7 @@ async def test_next_batch_is_fetched_while_one_is_held_but_nothing_acked_early(
         async def all_acked() -> bool:
             return bool((await consumer(nc, names, "hold")).ack_floor.stream_seq == 60)
 
-        await until(all_acked, "every message acked")
+        await until(all_acked, what="every message acked")
     finally:
         gate.go.set()
         rc, err = fwd.stop()
@@ -135,14 +124,14 @@ async def test_refused_batch_mid_window_goes_again_in_order(
             info = await consumer(nc, names, "refuse")
             return bool(info.ack_floor.stream_seq == 10 and info.num_ack_pending >= 20)
 
-        await until(floor_10, "batch 1 acked, batch 2 in hand, batch 3 fetched")
+        await until(floor_10, what="batch 1 acked, batch 2 in hand, batch 3 fetched")
         gate.go.set()  # batch 2 is refused now: it must go again before batch 3
         wait_for(lambda: len(gate.seqs) >= 50, what="50 records")
 
         async def all_acked() -> bool:
             return bool((await consumer(nc, names, "refuse")).ack_floor.stream_seq == 50)
 
-        await until(all_acked, "every message acked")
+        await until(all_acked, what="every message acked")
         st = fwd.status()["sinks"][0]
     finally:
         gate.go.set()
@@ -166,7 +155,7 @@ async def test_sigterm_with_batches_queued_hands_them_back(
         async def behind() -> bool:
             return bool((await consumer(nc, names, "term")).num_ack_pending >= 20)
 
-        await until(behind, "batches fetched behind the held one")
+        await until(behind, what="batches fetched behind the held one")
         assert fwd.proc is not None
         fwd.proc.terminate()  # finishes the send in hand; the queued batches go back unsent
         time.sleep(0.5)
@@ -238,7 +227,7 @@ async def test_hec_sends_the_next_batch_while_one_waits_for_an_ack_that_never_co
         async def all_acked() -> bool:
             return bool((await consumer(nc, names, "hec")).ack_floor.stream_seq == 40)
 
-        await until(all_acked, "the first batch re-sent, acked, and everything acked")
+        await until(all_acked, what="the first batch re-sent, acked, and everything acked")
         wait_for(lambda: fwd.status()["sinks"][0]["sent"] == 40, what="status: 40 sent")
         st_ = fwd.status()["sinks"][0]
     finally:

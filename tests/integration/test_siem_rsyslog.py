@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.siem_support import Forwarder, free_port, make_outcomes, publish, wait_for
+from tests.support.siem import Forwarder, free_port, make_outcomes, publish
+from tests.support.waiting import wait_for
 from tests.unit.test_siem_formats import ocsf_errors, parse_cef
 
 pytestmark = pytest.mark.slow

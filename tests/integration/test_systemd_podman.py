@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.podman_support import CACHE, REPO, ROOTFS, Runtime, podman_runtime
+from tests.support.podman import CACHE, REPO, ROOTFS, Runtime, podman_runtime
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ingest.nats import embedded
-from tests.security.auth_support import (
+from tests.support.auth import (
     DENY_REASON,
     REPO,
     decision,

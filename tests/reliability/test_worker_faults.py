@@ -26,7 +26,7 @@ from ingest.log.dedup import first_copies
 from ingest.log.reader import iter_outcomes
 from ingest.log.verifier import verify
 from ingest.nats import streams as ha_nats
-from tests.reliability.faults_support import (
+from tests.support.faults import (
     WorkerProc,
     consumer_state,
     copies,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,9 @@ from ingest.log.reader import iter_outcomes
 from ingest.log.writer import LogWriter
 from ingest.nats import streams as ha_nats
 from tests.conftest import NatsServer
-from tests.integration.test_pipeline import publish, start_worker, stop, wait_for, write_settings
+from tests.integration.test_pipeline import publish, write_settings
+from tests.support.waiting import until
+from tests.support.workers import start_worker, stop
 
 
 def verify(data: Path, url: str, prefix: str, key: str, *extra: str) -> subprocess.CompletedProcess[str]:  # fmt: skip
@@ -53,11 +56,11 @@ async def test_a_rewritten_and_rekeyed_log_fails_verify_anchors(
     key = "the worker's log key"
     monkeypatch.setenv("HOOKAUDIT_LOG_KEY", key)
     data = tmp_path / "data"
-    worker = start_worker(data, nats_server.url, names.prefix, write_settings(tmp_path),
-                          "--name", "w1")  # fmt: skip
+    worker = start_worker(data, "--name", "w1", nats=nats_server.url, prefix=names.prefix,
+                          settings=[write_settings(tmp_path)], batch=32, env=os.environ)  # fmt: skip
     try:
         ids = await publish(nc, names, 6)
-        await wait_for(lambda: sum(1 for _ in iter_outcomes(data)) >= len(ids))
+        await until(lambda: sum(1 for _ in iter_outcomes(data)) >= len(ids))
     finally:
         summary = json.loads(stop(worker).strip().splitlines()[-1])
     assert summary["anchors"] > 0
@@ -92,10 +95,10 @@ async def test_the_default_setup_catches_a_cut_tail_with_no_step_to_forget(tmp_p
     and no flag. The log gets its own key with its first record (`log/key`), the worker
     anchors its heads on the embedded server, and a plain `verify` checks both: the newest
     records cut off at a batch boundary (the batch lines left valid) fail it."""
-    from tests.security.auth_support import hookaudit as run
-    from tests.security.auth_support import pre_tool_use
-    from tests.security.auth_support import start_worker as start
-    from tests.security.auth_support import stop as halt
+    from tests.support.auth import hookaudit as run
+    from tests.support.auth import pre_tool_use
+    from tests.support.auth import start_worker as start
+    from tests.support.auth import stop as halt
 
     data = tmp_path / "data"
     up = await run("nats", "up", "--data-dir", str(data))

@@ -21,7 +21,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from ingest.nats.auth import inbox_prefix, public_key
-from tests.integration.relay_support import REPO, env, keyed_server, pre_tool_use, write_settings
+from tests.support.relay import REPO, env, keyed_server, pre_tool_use, write_settings
 
 pytestmark = pytest.mark.timeout(180)
 

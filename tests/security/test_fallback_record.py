@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from nats.aio.client import Client
 from ingest.log.reader import iter_outcomes
 from ingest.nats import streams as ha_nats
 from queries.db import open_db
+from tests.support import workers
 
 REPO = Path(__file__).resolve().parents[2]
 HOOKS = """
@@ -62,12 +64,7 @@ def start_worker(tmp_path: Path, up: list[str]) -> subprocess.Popen[bytes]:
     settings = tmp_path / "settings.json"
     hook = {"type": "python", "callable": "hooks.py:guard"}
     settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}}))
-    return subprocess.Popen(
-        [sys.executable, "-m", "hookaudit", "worker", *up, "--settings", f"project:{settings}"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-    )
+    return workers.start_worker(Path(up[1]), *up[2:], settings=[settings], env=os.environ)
 
 
 async def test_fallback_answers_and_refused_input_are_recorded(

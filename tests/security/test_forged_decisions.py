@@ -29,7 +29,7 @@ from ingest.nats import streams as ha_nats
 from ingest.nats.auth import role_credentials
 from ingest.protocol import KX_HEADER, MAC_HEADER, PEER_HEADER, REPLY_HEADER, SIG_HEADER, Reply
 from ingest.replysig import Signer, ensure_reply_key, reply_public_path
-from tests.security.auth_support import (
+from tests.support.auth import (
     DENY_REASON,
     REPO,
     decision,
@@ -38,8 +38,8 @@ from tests.security.auth_support import (
     pre_tool_use,
     start_worker,
     stop,
-    wait_for,
 )
+from tests.support.waiting import until
 
 if TYPE_CHECKING:
     from tests.conftest import NatsServer
@@ -305,7 +305,7 @@ async def test_forged_keyed_replies_lose_at_serve_on_an_open_server(
     nc = await ha_nats.connect(nats_server.url, name="forger")
     forger = KeyedForger(nc, Signer.from_file(ensure_reply_key(tmp_path / "forger")))
     try:
-        await asyncio.to_thread(wait_for, reply_public_path(data).is_file)
+        await until(reply_public_path(data).is_file, what="the worker's reply key")
         serve, url = await _start_serve(data, nats_server.url, names.prefix)
         procs.append(serve)
 

@@ -15,8 +15,7 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import pytest
 from ingest.siem.formats import Formatted
 from ingest.siem.http import ElasticSink, HecSink
 from ingest.siem.sink import SinkDown
+from tests.support import httpd
 
 REPO = Path(__file__).resolve().parents[2]
 DEEP = b"[" * 100_000
@@ -202,13 +202,11 @@ class _Raw:
                 pass
 
         self.answer = answer
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = httpd.serve(H)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        httpd.stop(self.server)
 
 
 def _records(n: int) -> list[Formatted]:

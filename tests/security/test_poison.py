@@ -13,8 +13,6 @@ import asyncio
 import hashlib
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,8 @@ from ingest.log.reader import iter_outcomes
 from ingest.nats import streams as ha_nats
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
 from queries.db import open_db
+from tests.support.waiting import until
+from tests.support.workers import start_worker
 
 HOOKS = """
 def guard(event):
@@ -60,20 +60,6 @@ def deep_payload(depth: int) -> str:
     )
 
 
-def start_worker(data: Path, url: str, prefix: str, path: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "hookaudit", "worker", "--data-dir", str(data), "--nats", url]
-    cmd += ["--prefix", prefix, "--settings", f"project:{path}", "--batch", "8"]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-async def wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        await asyncio.sleep(0.2)
-
-
 async def test_hostile_events_neither_kill_nor_stall_the_worker(
     nats_server: Any, tmp_path: Path
 ) -> None:
@@ -83,7 +69,9 @@ async def test_hostile_events_neither_kill_nor_stall_the_worker(
     js = nc.jetstream()
     await ha_nats.provision(js, prefix=names.prefix, ack_wait=2.0)
     data = tmp_path / "data"
-    worker = start_worker(data, nats_server.url, names.prefix, settings(tmp_path))
+    worker = start_worker(
+        data, nats=nats_server.url, prefix=names.prefix, settings=[settings(tmp_path)], batch=8
+    )
     hostile: dict[str, bytes] = {}  # event id (Nats-Msg-Id) -> the exact bytes sent
     try:
         subject = ha_nats.event_subject(names, "PostToolUse")
@@ -141,7 +129,7 @@ async def test_hostile_events_neither_kill_nor_stall_the_worker(
             # published without a reply subject: nobody waits, so `observed`
             return {o.event.id for o in iter_outcomes(data) if o.decided_by == "observed"}
 
-        await wait_for(lambda: set(good) <= decided())
+        await until(lambda: set(good) <= decided())
         assert worker.poll() is None, worker.stderr.read().decode() if worker.stderr else ""
         policy = {o.event.id: o for o in iter_outcomes(data) if o.decided_by == "observed"}
         denied = sum(1 for i in good if policy[i].decision == "deny")

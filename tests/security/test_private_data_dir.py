@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.private import SUBDIRS, UnsafeDataDir, check_data_dir, make_private
-from tests.integration.relay_support import REPO, Stack, env, hookaudit, pre_tool_use
+from tests.support.relay import REPO, Stack, env, hookaudit, pre_tool_use
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -316,7 +316,7 @@ def test_the_owner_rule_as_another_user(root: None, lair: Path) -> None:
 
 def test_a_private_data_dir_still_works_end_to_end(tmp_path: Path) -> None:
     """The check costs nothing to a well-made deployment: nats up, worker, emit decide."""
-    from tests.integration.relay_support import write_settings
+    from tests.support.relay import write_settings
 
     s = Stack(data=tmp_path / "data", settings=write_settings(tmp_path))
     s.nats_up()

@@ -16,14 +16,13 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ingest.nats.auth import new_seed, public_key
-from tests.integration.relay_support import REPO, Stack, env, pre_tool_use, write_settings
+from tests.support.relay import REPO, Stack, env, pre_tool_use, write_settings
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -175,11 +174,9 @@ def test_relay_hangs_up_on_other_uids(stack: Stack, lair: Path) -> None:
 def test_reply_not_signed_by_the_trusted_key_is_no_decision(stack: Stack) -> None:
     other = public_key(new_seed())  # the relay trusts a key the worker does not sign with
     stack.start_relay("--worker-key", other)
-    t0 = time.monotonic()
     p = stack.emit("--wait", "--timeout", "2", "--fail", "closed", stdin=pre_tool_use("ls"))
     _clean(p)
     assert _deny(p) and b"no decision arrived within 2s" in p.stdout, p.stdout
-    assert time.monotonic() - t0 < 30
     p = stack.emit("--wait", "--timeout", "2", "--fail", "open", stdin=pre_tool_use("rm -rf /"))
     assert p.returncode == 0 and b"proceeding (--fail open)" in p.stderr
     print("bad signature: the worker's reply ignored, closed -> denied after --timeout")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import string
-import time
 from typing import Any
 
 import msgspec
@@ -315,9 +314,9 @@ def test_profile_output_before_json_is_plain_text() -> None:
     assert not v.blocking and v.output is None
 
 
+@pytest.mark.timeout(60)  # a hang guard: speed is measured in tests/bench
 def test_ten_megabytes_of_stdout() -> None:
     big = "x" * (10 * 1024 * 1024)
-    start = time.perf_counter()
     v = dec(big, inv=make_inv("UserPromptSubmit", {"prompt": "p"}))
     (ctx,) = v.additional_context
     assert len(ctx) <= STRING_CAP and v.specific["capped"] == ["additionalContext"]
@@ -329,7 +328,6 @@ def test_ten_megabytes_of_stdout() -> None:
     huge = dec({"decision": "block", "reason": "r" * (STRING_CAP + 5)})
     assert huge.message is not None and len(huge.message) == STRING_CAP
     assert f"truncated {STRING_CAP + 5} characters" in huge.message
-    assert time.perf_counter() - start < 10
 
 
 def test_binary_garbage_and_invalid_utf8() -> None:

@@ -11,7 +11,6 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +19,7 @@ from typing import Any
 
 from engine.records import HookIdentity, HookRun, Outcome, encode_msgpack, new_event
 from ingest.nats import streams as ha_nats
+from tests.support import httpd
 
 
 def free_port() -> int:
@@ -156,15 +156,6 @@ class Forwarder:
         return result
 
 
-def wait_for(cond: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 class Receiver:
     """An HTTP server on loopback; `handle(path, body, headers) -> (status, json)`."""
 
@@ -206,17 +197,12 @@ class Receiver:
             def log_message(self, *a: Any) -> None:
                 pass
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), H)
-        if self.tls is not None:
-            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = httpd.serve(H, port=self.port, tls=self.tls)
         return self
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            httpd.stop(self.server)
             self.server = None
 
 

@@ -7,9 +7,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support import workers
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY = REPO / "infra" / "policies" / "security.json"
@@ -69,42 +70,12 @@ def decision(p: Proc) -> str:
 
 
 def start_worker(data_dir: Path, *extra: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hookaudit",
-            "worker",
-            "--data-dir",
-            str(data_dir),
-            "--settings",
-            f"project:{POLICY}",
-            "--batch",
-            "16",
-            *extra,
-        ],
-        cwd=REPO,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    """A worker on the data dir's embedded server with this suite's policy."""
+    return workers.start_worker(
+        data_dir, *extra, settings=[POLICY], batch=16, env=env(), stdout=subprocess.DEVNULL
     )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> str:
-    """SIGTERM the process, wait, and return its stderr."""
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        _, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-    return err.decode(errors="replace")
-
-
-def wait_for(predicate: object, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
+    """SIGTERM the process, wait, and return its stderr (whatever its exit code)."""
+    return workers.stop(proc, check=False, timeout=20)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.integration.relay_support import REPO, Stack, env, hookaudit
+from tests.support.relay import REPO, Stack, env, hookaudit
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "agents"
 BINARIES = {
     "codex": "codex",
     "gemini_cli": "gemini",
