@@ -53,6 +53,11 @@ class Bar:
             self._task = self._progress.add_task(self.label, total=self.total, rate="")
         return self
 
+    @property
+    def shown(self) -> bool:
+        """Whether the bar is on the terminal (else the caller reports progress its way)."""
+        return self._progress is not None
+
     def advance(self, n: int = 1) -> None:
         if self._progress is None:
             return

@@ -45,16 +45,33 @@ def ship_cmd(data_dir: Path | None, to: str, endpoint_url: str | None,
       AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… \\
         hookaudit log ship --data-dir ./data --to s3://audit/hookaudit --endpoint-url http://127.0.0.1:9000
     """
+    from contextlib import ExitStack
+
+    from hookaudit.progress import Bar
     from ingest.log.objstore import open_store
     from ingest.log.ship import ship
 
     d = _data_dir(data_dir)
-    try:
-        store = open_store(to, endpoint=endpoint_url)
-        done = ship(d, store, worker=worker_name, progress=lambda m: click.echo(m, err=True))
-    except (HookauditError, ValueError) as exc:
-        fail(str(exc))
-        return
+    with ExitStack() as stack:
+        bar: list[Bar] = []
+
+        def planned(segments: int, records: int) -> None:
+            click.echo(f"shipping {segments} segment(s), {records} records", err=True)
+            bar.append(stack.enter_context(Bar("shipping", total=segments, unit="segments")))
+
+        def shipped_one(line: str) -> None:
+            if bar and bar[0].shown:
+                bar[0].advance()
+            else:
+                click.echo(line, err=True)
+
+        try:
+            store = open_store(to, endpoint=endpoint_url)
+            done = ship(d, store, worker=worker_name, progress=shipped_one, planned=planned)
+        except (HookauditError, ValueError) as exc:
+            stack.close()
+            fail(str(exc))
+            return
     records = sum(1 for _ in done)
     click.echo(f"shipped {records} segment(s) to {store.url}")
 

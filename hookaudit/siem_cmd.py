@@ -30,6 +30,47 @@ def _fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
+class CatchUp:
+    """A new or resumed sink's backlog: a bar on a terminal while it is forwarded, and one
+    line once it is (rate included), whatever stderr is."""
+
+    def __init__(self) -> None:
+        self.total = self.done = 0
+        self.began = 0.0
+        self.bar: Any = None
+
+    def start(self, backlog: int) -> None:
+        import time
+
+        from hookaudit.progress import Bar
+
+        self.total, self.done, self.began = backlog, 0, time.monotonic()
+        if backlog > 0:
+            self.bar = Bar("catching up", total=backlog, unit="outcomes").__enter__()
+
+    def advance(self, n: int) -> None:
+        if self.done >= self.total:
+            return
+        self.done += n
+        if self.bar is not None:
+            self.bar.advance(n)
+        if self.done >= self.total:
+            import time
+
+            self.close()
+            took = max(time.monotonic() - self.began, 1e-3)
+            click.echo(
+                f"hookaudit siem: caught up: {self.total} outcomes forwarded in {took:.1f} s "
+                f"({self.total / took:,.0f}/s); now forwarding new ones",
+                err=True,
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
 def _redaction_key(data_dir: Path, key_file: str | None) -> bytes:
     """The HMAC key: --redact-key-file, else one made once per data dir (mode 0600)."""
     path = Path(key_file) if key_file else data_dir / "siem" / "redact.key"
@@ -278,6 +319,8 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
         _redaction_key(d, o["redact_key_file"]), extra, defaults=not o["no_default_redaction"]
     )
 
+    catch_up = CatchUp()
+
     async def _run() -> Any:
         fwd = Forwarder(
             connect=_connect(d, o),
@@ -293,6 +336,8 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
             to=redact_url(o["to"]),
             start=o["start"],
             notice=lambda m: click.echo(f"hookaudit siem: {m}", err=True),
+            backlog=catch_up.start,
+            forwarded=catch_up.advance,
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -315,6 +360,7 @@ def siem_group(ctx: click.Context, /, **o: Any) -> None:
         _fail(str(exc))
         return
     finally:
+        catch_up.close()
         os.close(held)
     click.echo(
         json.dumps(

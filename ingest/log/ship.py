@@ -153,15 +153,18 @@ def ship(
     *,
     worker: str | None = None,
     progress: Callable[[str], None] | None = None,
+    planned: Callable[[int, int], None] | None = None,
 ) -> list[Shipped]:
     """Ship every sealed segment not yet shipped to `store`; what was shipped now.
+    `planned(segments, records)` hears what is to ship before the first upload,
+    `progress(line)` each segment as it is shipped.
 
     Example:
         >>> [s.seq for s in ship(data_dir, open_store("s3://logs/h"))]  # doctest: +SKIP
         [1, 2]
     """
     base = root(data_dir)
-    done: list[Shipped] = []
+    plan: list[tuple[str, bytes, list[ManifestEntry]]] = []
     for w in [check_worker(worker)] if worker else workers(base):
         mpath = manifest_path(base, w)
         try:
@@ -170,6 +173,7 @@ def ship(
             continue
         mbytes = mbytes[: mbytes.rfind(b"\n") + 1]  # a torn last line is not listed yet
         have = shipped(base, w)
+        todo = []
         for m in manifest_lines(mpath):
             e = m.entry
             if e is None or m.line > mbytes.count(b"\n"):
@@ -180,6 +184,13 @@ def ship(
                     raise ShipError(f"manifest/{w}.jsonl:{m.line}: segment {e.seq} was "
                                     "shipped with another sha256 (run verify)")  # fmt: skip
                 continue
+            todo.append(e)
+        plan.append((w, mbytes, todo))
+    if planned is not None:
+        planned(sum(len(t) for _, _, t in plan), sum(e.count for _, _, t in plan for e in t))
+    done: list[Shipped] = []
+    for w, mbytes, todo in plan:
+        for e in todo:
             line = _ship_one(store, base, e)
             _append_index(shipped_path(base, w), line)
             done.append(line)

@@ -100,6 +100,10 @@ class Forwarder:
     start: str = "all"
     #: told where the sink starts, once its consumer is known (the command prints it)
     notice: Callable[[str], None] | None = None
+    #: told the backlog (outcomes to forward) once the consumer is known, then each count
+    #: of outcomes acked (the command's catch-up progress)
+    backlog: Callable[[int], None] | None = None
+    forwarded: Callable[[int], None] | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     counters: Counters = field(init=False)
     _saved_at: float = field(init=False, default=0.0)
@@ -146,6 +150,8 @@ class Forwarder:
                 if "not found" not in str(e).lower() and "10014" not in str(e):
                     raise
                 made = await js.add_consumer(self.names.outcomes_stream, cfg)
+                if self.backlog is not None:
+                    self.backlog(made.num_pending)
                 self._tell(
                     f"new sink {self.name}: starts with the oldest outcome the stream holds "
                     f"({made.num_pending} to forward; --from now starts with new ones)"
@@ -161,6 +167,8 @@ class Forwarder:
             ) from e
         have = info.config.filter_subject
         if have == subject:
+            if self.backlog is not None:
+                self.backlog(info.num_pending + info.num_ack_pending)
             self._tell(
                 f"sink {self.name}: resumes where it left off ({info.num_pending} outcomes to "
                 "forward)"
@@ -417,6 +425,8 @@ class Forwarder:
         items[:] = [it for it in items if it.pending]
         self.counters.messages += len(done)
         await nc.flush()  # the acks reached the server before we count them as done
+        if self.forwarded is not None:
+            self.forwarded(len(done))
 
     def _failed(self, why: str) -> None:
         self.counters.failed += 1

@@ -27,6 +27,7 @@ from queries.db import open_db
 from replay.jobs import replay
 from replay.request import Policy, Request
 from tests.integration.test_log_contract import make
+from tests.support.tty import on_tty
 
 BIN = Path(sys.executable).parent
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}  # fmt: skip
@@ -125,6 +126,7 @@ def test_ship_verify_prune_then_query_and_replay_from_the_bucket(
     r = cli("log", "ship", "--data-dir", str(data), "--to", "s3://audit/prod/h",
             "--endpoint-url", s3)  # fmt: skip
     assert r.exit_code == 0, r.output
+    assert "shipping 3 segment(s), 120 records" in r.output  # what is to ship, first
     assert "shipped 3 segment(s) to s3://audit/prod/h" in r.output
     objs = sorted(i.path for i in fs.get_file_info(_selector("audit/prod/h")) if i.is_file)
     assert objs == sorted(
@@ -196,6 +198,23 @@ def test_a_local_copy_that_differs_from_its_manifest_is_not_shipped(
     r = cli("log", "prune", "--shipped", "--data-dir", str(data))
     assert r.exit_code == 0 and "pruned 1 shipped segment(s)" in r.output
     assert seg.exists()
+
+
+def test_ship_on_a_terminal_draws_its_progress(
+    s3: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    write_log(data)
+    bucket(s3, "bars")
+    argv = [sys.executable, "-m", "hookaudit", "log", "ship", "--data-dir", str(data),
+            "--to", "s3://bars", "--endpoint-url", s3]  # fmt: skip
+    run = on_tty(argv, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr
+    drawn = run.stderr.decode()
+    assert "shipping 3 segment(s), 120 records" in drawn
+    assert "shipping" in drawn and "segments" in drawn, drawn  # the bar: count, rate, time left
+    assert "shipped w1 segment" not in drawn  # the bar stands for the per-segment lines
+    assert run.stdout.decode().strip() == "shipped 3 segment(s) to s3://bars"
 
 
 def test_bad_targets_are_one_line_errors(env: dict[str, str], tmp_path: Path) -> None:
