@@ -276,6 +276,20 @@ _EMPTY = Plan(())
 _CACHE_LIMIT = 4096
 
 
+def _usable_dir(path: str | None) -> str | None:
+    """`path` when it is an absolute path of at most 4096 characters with no control
+    character (what an emitter recorded is not trusted further), else None.
+
+    >>> _usable_dir("/srv/app"), _usable_dir("rel"), _usable_dir("/a\nb")
+    ('/srv/app', None, None)
+    """
+    if not path or len(path) > 4096 or not path.startswith("/"):
+        return None
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return None
+    return path
+
+
 def plan(
     event: str,
     payload: Mapping[str, Any],
@@ -288,8 +302,13 @@ def plan(
     home: str = "/root",
     sessionend_budget_ms: float | None = None,
     once_done: Collection[tuple[str, str]] = (),
+    project_dir: str | None = None,
 ) -> Plan:
     """The hooks that run for one event, in configuration order.
+
+    ``CLAUDE_PROJECT_DIR`` for command hooks is the settings' project (`eff.project_dir`,
+    given by the caller), else `project_dir` (the one the agent gave its hook, recorded on
+    the event) when it is a plain absolute path, else the input's `cwd`.
 
     `once_done` holds (session_id, hook_id) of skill hooks with ``once: true`` that
     already ran successfully in that session: they are removed (spec §4.2; ``once``
@@ -319,7 +338,7 @@ def plan(
     cwd_value = payload.get("cwd")
     cwd = cwd_value if isinstance(cwd_value, str) else ""
     budget = _sessionend_budget(eff, sessionend_budget_ms) if event == "SessionEnd" else None
-    project_dir = eff.project_dir or cwd
+    project_dir = eff.project_dir or _usable_dir(project_dir) or cwd
     invocations = []
     for index, p in enumerate(chosen):
         entry = p.entry

@@ -155,6 +155,10 @@ class HookEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     agent_event: str | None = None
     agent_tool: str | None = None
     agent_payload: str | None = None
+    #: The project directory the agent gave its hooks (``$CLAUDE_PROJECT_DIR`` in the hook's
+    #: environment): the session's project, which the input's `cwd` is not after a `cd` or
+    #: in a subdirectory. The engine gives it to command hooks as Claude Code does.
+    project_dir: str | None = None
 
 
 class HookIdentity(msgspec.Struct, frozen=True, kw_only=True):
@@ -315,6 +319,7 @@ def new_event(
     agent_event: str | None = None,
     agent_tool: str | None = None,
     agent_payload: str | None = None,
+    project_dir: str | None = None,
 ) -> HookEvent:
     """Wrap an agent's hook input as a HookEvent with a fresh UUIDv7 id.
 
@@ -343,6 +348,7 @@ def new_event(
         agent_event=agent_event,
         agent_tool=agent_tool,
         agent_payload=agent_payload,
+        project_dir=project_dir,
     )
 
 

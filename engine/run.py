@@ -216,11 +216,14 @@ class Engine:
         posture: Posture,
         profile: Profile,
         answer: Answerer | None = None,
+        *,
+        project_dir: str | None = None,
     ) -> Evaluation | NotEvaluated | Coroutine[Any, Any, Evaluation | NotEvaluated]:
         """Plan, answer every hook, decode and aggregate: the Evaluation at once when every
         answer is known now, else a coroutine that awaits the pending ones.
 
-        `posture` and `profile` come from `context`; `answer` defaults to `Engine.answer`.
+        `posture` and `profile` come from `context`; `answer` defaults to `Engine.answer`;
+        `project_dir` is the event's recorded one (`HookEvent.project_dir`, see `plan`).
         """
         the_plan = plan(
             event,
@@ -232,6 +235,7 @@ class Engine:
             home=self.home,
             sessionend_budget_ms=self.sessionend_budget_ms,
             once_done=self.once_done,
+            project_dir=project_dir,
         )
         invocations = the_plan.invocations
         if not invocations:
@@ -341,7 +345,7 @@ class Engine:
             raw = event.payload.encode()
         name = event.event
         posture, profile = self.context(name, eff)
-        done = self.drive(name, payload, raw, eff, posture, profile)
+        done = self.drive(name, payload, raw, eff, posture, profile, project_dir=event.project_dir)
         if type(done) is Evaluation:
             return to_outcome(event, done, eff, replay_id=replay_id)
         return self._outcome_later(event, done, eff, replay_id)  # type: ignore[arg-type]

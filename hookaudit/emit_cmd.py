@@ -209,6 +209,7 @@ def _run(source: str, agent: str, wait: bool, timeout: float, fail: str, kw: dic
         target=_target(kw),
         source=source,
         agent=agent,
+        project_dir=os.environ.get("CLAUDE_PROJECT_DIR") or None,
         wait=wait,
         timeout=timeout,
         fail="closed" if fail == "closed" else "open",

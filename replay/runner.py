@@ -130,7 +130,14 @@ class Job:
             return quiet
         self.answers.begin(sel, how)
         return self._engines[id(eff)].drive(
-            ev.event, sel.payload(), ev.payload.encode(), eff, posture, profile, self._answer
+            ev.event,
+            sel.payload(),
+            ev.payload.encode(),
+            eff,
+            posture,
+            profile,
+            self._answer,
+            project_dir=ev.project_dir,
         )
 
     def _context(

@@ -193,10 +193,14 @@ def encode_request(a: Args, body: bytes, age: float = 0.0) -> bytes:
         >>> encode_request(Args(), b"{}")[:8]
         b'HAE1\\x00\\x00\\x001'
     """
+    project = os.environ.get("CLAUDE_PROJECT_DIR", "")
+    if len(project) > 1024 or "\n" in project or "\r" in project:
+        project = ""  # not a path a head line can carry: the worker falls back to cwd
     head = (
         f"wait={int(a.wait)}\nfail={a.fail}\ntimeout={a.timeout!r}\nsource={a.source}\n"
         + (f"age={age!r}\n" if age else "")
         + (f"agent={a.agent}\n" if a.agent != "claude_code" else "")
+        + (f"project_dir={project}\n" if project else "")
     ).encode("utf-8", "surrogateescape")
     return REQUEST_MAGIC + len(head).to_bytes(4, "big") + head + len(body).to_bytes(4, "big") + body
 

@@ -77,6 +77,8 @@ class EmitOptions(msgspec.Struct, frozen=True, kw_only=True):
     source: str = "claude-code"
     #: the agent whose dialect the input and the answer speak (`engine.dialects`)
     agent: str = "claude_code"
+    #: ``$CLAUDE_PROJECT_DIR`` of the hook's environment, recorded on the event
+    project_dir: str | None = None
     wait: bool = False
     timeout: float = 10.0
     fail: FailMode = "open"

@@ -106,7 +106,9 @@ def event_of(
         'claude_code'
     """
     if opts.agent == "claude_code":
-        return new_event(payload, raw=text, source=opts.source, user=user)
+        return new_event(
+            payload, raw=text, source=opts.source, user=user, project_dir=opts.project_dir
+        )
     from engine.dialects.registry import get
 
     said = get(opts.agent).normalise(payload)
@@ -121,6 +123,7 @@ def event_of(
         agent_event=said.agent_event,
         agent_tool=said.agent_tool,
         agent_payload=text,
+        project_dir=opts.project_dir,
     )
 
 

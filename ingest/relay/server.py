@@ -215,6 +215,7 @@ class Relay:
             target=self.target,
             source=req.source,
             agent=req.agent,
+            project_dir=req.project_dir,
             wait=req.wait,
             timeout=req.timeout,
             fail="closed" if req.fail == "closed" else "open",

@@ -64,9 +64,11 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     age: float = 0.0
     #: the agent whose dialect the input and the answer speak (`engine.dialects`)
     agent: str = "claude_code"
+    #: ``$CLAUDE_PROJECT_DIR`` of the client's environment (the engine checks it again)
+    project_dir: str | None = None
 
 
-_FIELDS = frozenset({"wait", "fail", "timeout", "source", "age", "agent"})
+_FIELDS = frozenset({"wait", "fail", "timeout", "source", "age", "agent", "project_dir"})
 _AGENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
 
 
@@ -104,6 +106,7 @@ def decode_request(head: bytes, body: bytes) -> Request:
         body=body,
         age=age,
         agent=agent,
+        project_dir=fields.get("project_dir") or None,
     )
 
 

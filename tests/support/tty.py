@@ -48,7 +48,9 @@ def on_tty(
     deadline = time.monotonic() + timeout
     try:
         while True:
-            assert time.monotonic() < deadline, f"{argv[:4]}: still running; drew {bytes(drawn[-2000:])!r}"
+            assert time.monotonic() < deadline, (
+                f"{argv[:4]}: still running; drew {bytes(drawn[-2000:])!r}"
+            )
             ready, _, _ = select.select([master], [], [], 0.1)
             if ready:
                 try:

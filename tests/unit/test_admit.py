@@ -13,7 +13,7 @@ from engine.records import HookEvent, new_event
 from ingest.worker.admit import FROM_PAYLOAD, columns_agree
 
 _GIVEN = {"id", "ts", "payload", "source", "host", "user", "fallback", "rejected", "agent",
-          "agent_event", "agent_tool", "agent_payload"}  # fmt: skip
+          "agent_event", "agent_tool", "agent_payload", "project_dir"}  # fmt: skip
 
 
 def test_every_event_field_is_either_given_or_read_from_the_payload() -> None:

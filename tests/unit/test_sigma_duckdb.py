@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sigma.collection import SigmaCollection
 
-from queries.sigma import load_rules, matches
+from queries.sigma import load_rules
 from queries.sigma_duckdb import DuckDBBackend, events_table, rule_sql
+from tests.support.sigma_reference import matches
 
 FIELDS = ["CommandLine", "TargetFilename", "ToolName", "tool_input.title", "Nope"]
 # A small alphabet and short values, so that rules match events often enough to tell
@@ -96,7 +97,7 @@ def test_duckdb_backend_agrees_with_the_python_matcher(
 def test_shipped_rules_agree() -> None:
     from pathlib import Path
 
-    from queries.sigma import event_fields
+    from tests.support.sigma_reference import event_fields
     from tests.unit.test_sigma import CASES, shipped
 
     con = duckdb.connect()
