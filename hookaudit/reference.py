@@ -118,6 +118,18 @@ def code_map_page() -> str:
     return "".join(out)
 
 
+def formats_page(generated: str) -> str:
+    from hookaudit.reference_formats import formats_page as page
+
+    return page(generated)
+
+
+def settings_page(generated: str) -> str:
+    from hookaudit.reference_settings import settings_page as page
+
+    return page(generated)
+
+
 def pages() -> dict[str, str]:
     """Each reference page, by file name."""
     return {
@@ -125,6 +137,8 @@ def pages() -> dict[str, str]:
         "views.md": views_page(),
         "sigma.md": sigma_page(),
         "code-map.md": code_map_page(),
+        "siem-formats.md": formats_page(_GENERATED),
+        "settings.md": settings_page(_GENERATED),
     }
 
 

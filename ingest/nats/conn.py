@@ -237,7 +237,7 @@ def describe(exc: BaseException) -> str:
         isinstance(exc, nats.errors.AuthorizationError)
         or "authorization violation" in str(exc).lower()
     ):
-        return "authorization violation: the server refused these credentials (none given?)"
+        return "authorization violation: the server refused these credentials (none given, or a key it does not list)"
     if "permissions violation" in str(exc).lower():
         return f"permission denied: {str(exc).strip().removeprefix('nats: ')}"
     if isinstance(exc, TimeoutError) and not str(exc):

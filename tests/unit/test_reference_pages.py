@@ -42,3 +42,14 @@ def test_the_pages_do_not_depend_on_who_generates_them(tmp_path: Path) -> None:
     assert set(other) == set(pages())
     for name, text in other.items():
         assert (DOCS / name).read_text() == text, name
+
+
+def test_every_settings_key_described_is_a_key_the_parser_reads() -> None:
+    """A line for a key the models no longer have would document a key that does nothing
+    (the other way, a key without a line, fails the page's generation)."""
+    from engine import settings as st
+    from hookaudit.reference_settings import KEYS
+
+    for model, key in KEYS:
+        fields = getattr(st, model).model_fields
+        assert key in {info.alias or name for name, info in fields.items()}, (model, key)
