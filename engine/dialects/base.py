@@ -22,7 +22,16 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Answer", "Dialect", "Normalised", "UnknownAgent", "derived_id", "rename"]
+__all__ = [
+    "Answer",
+    "Dialect",
+    "Normalised",
+    "UnknownAgent",
+    "canonical_input",
+    "derived_id",
+    "rename",
+    "unrename",
+]
 
 _canonical = msgspec.json.Encoder(order="sorted")
 
@@ -61,8 +70,10 @@ class Dialect(abc.ABC):
         """The agent's hook input as a canonical event (InvalidEvent when it cannot be)."""
 
     @abc.abstractmethod
-    def express(self, event: str, decision: Any) -> Answer:
-        """`decision` (an `engine.aggregate.Decision`) for canonical `event`."""
+    def express(self, event: str, decision: Any, call: Any = None) -> Answer:
+        """`decision` (an `engine.aggregate.Decision`) for canonical `event`; `call` is the
+        `HookEvent` decided (its agent's tool name and canonical input, which a rewritten
+        input is expressed against), None when not known."""
 
     @abc.abstractmethod
     def block(self, event: str, reason: str) -> Answer:
@@ -84,6 +95,28 @@ def derived_id(session_id: str, tool_name: str, tool_input: object) -> str:
     except (TypeError, msgspec.EncodeError):
         h.update(repr(tool_input).encode("utf-8", "surrogatepass"))
     return "ha-" + h.hexdigest()[:16]
+
+
+def canonical_input(call: Any) -> dict[str, Any] | None:
+    """The canonical `tool_input` of the decided call (`HookEvent.payload`), None if none."""
+    payload = getattr(call, "payload", None)
+    if not isinstance(payload, str):
+        return None
+    try:
+        doc = msgspec.json.decode(payload)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    ti = doc.get("tool_input") if isinstance(doc, dict) else None
+    return ti if isinstance(ti, dict) else None
+
+
+def unrename(d: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """`d` (canonical keys) back in the agent's keys: the inverse of `rename` with `names`.
+
+    >>> unrename({"file_path": "/a", "content": "x"}, {"absolute_path": "file_path"})
+    {'content': 'x', 'absolute_path': '/a'}
+    """
+    return rename(d, {new: old for old, new in names.items()})
 
 
 def rename(d: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:

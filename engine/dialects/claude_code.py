@@ -27,7 +27,7 @@ class ClaudeCode(Dialect):
             tool if isinstance(tool, str) else None,
         )
 
-    def express(self, event: str, decision: Any) -> Answer:
+    def express(self, event: str, decision: Any, call: Any = None) -> Answer:
         from engine.claude_output import express
 
         out, err, code, _ = express(event, decision)

@@ -136,7 +136,7 @@ class Cline(Dialect):
                 out["tool_response"] = call.get("output")
         return Normalised(out, own, agent_tool)
 
-    def express(self, event: str, decision: Any) -> Answer:
+    def express(self, event: str, decision: Any, call: Any = None) -> Answer:
         reason = decision.reason or "blocked by the hookaudit policy"
         if event == "PreToolUse":
             if decision.decision == "ask":

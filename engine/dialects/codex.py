@@ -8,8 +8,10 @@ What the binary does (tests/conformance/agents runs it):
 - Its output parser is strict: an unknown field, a deny without a reason or a `defer`
   fails the hook, and then the call runs. So a block is always exit 2 with a non-empty
   reason on stderr, which needs no JSON at all; an allow prints nothing.
-- What Codex cannot do is not pretended: `ask` (no prompt in a hook) and a rewritten
-  input are blocked, with a reason that says why.
+- A rewritten input is Codex's `updatedInput`, for its shell: with `permissionDecision:
+  allow` (the real binary ran the original call without it). What Codex cannot do is not
+  pretended: `ask` (no prompt in a hook) and a rewrite of `apply_patch` are blocked, with a
+  reason that says why.
 
 Example:
     >>> from engine.aggregate import Decision
@@ -19,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -44,6 +47,13 @@ def patch_files(patch: str) -> list[tuple[str, str]]:
     return ops
 
 
+def _rewrite(updated: dict[str, Any]) -> str:
+    """Codex's answer that replaces the call's input: exactly its schema's fields (an
+    extra one fails the hook, and then the original call runs)."""
+    out = {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": updated}
+    return json.dumps({"hookSpecificOutput": out}, separators=(",", ":"))
+
+
 class Codex(Dialect):
     name = "codex"
     blocking_events = _BLOCKING
@@ -65,7 +75,7 @@ class Codex(Dialect):
             }
         return Normalised(out, event, tool if isinstance(tool, str) else None)
 
-    def express(self, event: str, decision: Any) -> Answer:
+    def express(self, event: str, decision: Any, call: Any = None) -> Answer:
         reason = decision.reason or "blocked by the hookaudit policy"
         if event == "PreToolUse":
             if decision.decision == "deny" or decision.blocked:
@@ -77,9 +87,12 @@ class Codex(Dialect):
                     2,
                 )
             if decision.updated_input is not None:
+                if getattr(call, "agent_tool", None) == "Bash":
+                    return Answer(_rewrite(decision.updated_input))
                 return Answer(
                     "",
-                    "the policy rewrites this call's input, which hookaudit does not do on Codex: blocked",
+                    "the policy rewrites this call's input, which hookaudit does only for "
+                    "Codex's shell: blocked",
                     2,
                 )
             return Answer()

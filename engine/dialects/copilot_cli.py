@@ -11,8 +11,9 @@ What the binary does (tests/agents runs it):
   hook; exit 2 denies a tool call (its stderr is not shown); any other failure of a
   PreToolUse command hook denies too. A timeout lets the call run: `hookaudit wire`
   keeps emit's deadline below the hook's.
-- What it cannot do headless is blocked: `ask` (denied by Copilot itself in `-p`) and a
-  rewritten input (`updatedInput` is not applied here).
+- A rewritten input is `updatedInput` in a PascalCase hook's answer, and the binary runs
+  the rewritten call (no `permissionDecision` is needed for it). What it cannot do
+  headless is blocked: `ask` (denied by Copilot itself in `-p`).
 
 Example:
     >>> from engine.aggregate import Decision
@@ -87,13 +88,18 @@ class CopilotCli(Dialect):
                 )
         return Normalised(out, own, agent_tool)
 
-    def express(self, event: str, decision: Any) -> Answer:
+    def express(self, event: str, decision: Any, call: Any = None) -> Answer:
         reason = decision.reason or "blocked by the hookaudit policy"
         if event == "PreToolUse":
             if decision.decision == "ask":
                 reason = f"{reason} (the policy asks for a confirmation, which hookaudit does not ask on Copilot CLI: blocked)"
             elif decision.updated_input is not None and decision.decision != "deny":
-                reason = "the policy rewrites this call's input, which hookaudit does not do on Copilot CLI: blocked"
+                if getattr(call, "agent_event", None) == "PreToolUse" and isinstance(
+                    decision.updated_input, dict
+                ):
+                    hso = {"hookEventName": "PreToolUse", "updatedInput": decision.updated_input}
+                    return Answer(json.dumps({"hookSpecificOutput": hso}, separators=(",", ":")))
+                reason = "the policy rewrites this call's input, which hookaudit does only for Copilot CLI's PascalCase hooks: blocked"
             elif decision.decision != "deny" and not decision.blocked:
                 return Answer()
             hso = {"hookEventName": "PreToolUse", "permissionDecision": "deny",

@@ -24,7 +24,15 @@ import json
 import re
 from typing import Any
 
-from engine.dialects.base import Answer, Dialect, Normalised, derived_id, rename
+from engine.dialects.base import (
+    Answer,
+    Dialect,
+    Normalised,
+    canonical_input,
+    derived_id,
+    rename,
+    unrename,
+)
 from engine.errors import InvalidEvent
 
 __all__ = ["EVENTS", "TOOLS", "GeminiCli", "canonical_tool"]
@@ -78,6 +86,19 @@ def canonical_tool(name: str, tool_input: Any, payload: dict[str, Any]) -> tuple
     return canonical, out
 
 
+def _own_input(updated: Any, call: Any) -> dict[str, Any] | None:
+    """The rewritten input in Gemini CLI's keys, for its tool; None when Gemini cannot apply
+    it: it merges the hook's `tool_input` into the call's, so a rewrite that drops a key
+    would run with that key kept."""
+    tool = getattr(call, "agent_tool", None)
+    before = canonical_input(call)
+    if not isinstance(updated, dict) or tool not in TOOLS or before is None:
+        return None
+    if not set(before) <= set(updated):
+        return None
+    return unrename(updated, TOOLS[tool][1])
+
+
 class GeminiCli(Dialect):
     name = "gemini_cli"
     blocking_events = _BLOCKING
@@ -113,7 +134,7 @@ class GeminiCli(Dialect):
             out["prompt"] = payload["message"]
         return Normalised(out, own, tool if isinstance(tool, str) else None)
 
-    def express(self, event: str, decision: Any) -> Answer:
+    def express(self, event: str, decision: Any, call: Any = None) -> Answer:
         if event not in _BLOCKING:
             return Answer()
         reason = decision.reason or "blocked by the hookaudit policy"
@@ -123,7 +144,14 @@ class GeminiCli(Dialect):
             elif decision.decision != "deny" and not decision.blocked:
                 if decision.updated_input is None:
                     return Answer()
-                reason = "the policy rewrites this call's input, which hookaudit does not do on Gemini CLI: blocked"
+                own = _own_input(decision.updated_input, call)
+                if own is not None:
+                    out = {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": own}}
+                    return Answer(json.dumps(out, separators=(",", ":")))
+                reason = (
+                    "the policy rewrites this call's input in a way Gemini CLI cannot apply "
+                    "(it merges a rewrite into the input, so no key can be removed): blocked"
+                )
         elif not decision.blocked:
             return Answer()
         body = json.dumps({"decision": "deny", "reason": reason}, separators=(",", ":"))

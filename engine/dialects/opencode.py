@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.dialects.base import Answer, Dialect, Normalised, rename
+from engine.dialects.base import Answer, Dialect, Normalised, rename, unrename
 from engine.errors import InvalidEvent
 
 __all__ = ["EVENTS", "TOOLS", "OpenCode"]
@@ -108,13 +108,18 @@ class OpenCode(Dialect):
             out["source"] = "startup"
         return Normalised(out, own, agent_tool)
 
-    def express(self, event: str, decision: Any) -> Answer:
+    def express(self, event: str, decision: Any, call: Any = None) -> Answer:
         reason = decision.reason or "blocked by the hookaudit policy"
         if event == "PreToolUse":
             if decision.decision == "ask":
                 reason = f"{reason} (the policy asks for a confirmation, which hookaudit does not ask on OpenCode: blocked)"
             elif decision.updated_input is not None and decision.decision != "deny":
-                reason = "the policy rewrites this call's input, which hookaudit does not do on OpenCode: blocked"
+                if isinstance(decision.updated_input, dict):
+                    args = unrename(decision.updated_input, _KEYS)
+                    return Answer(
+                        json.dumps({"decision": "allow", "args": args}, separators=(",", ":"))
+                    )
+                reason = "the policy rewrites this call's input to something not an object: blocked"
             elif decision.decision != "deny" and not decision.blocked:
                 return Answer()
             return Answer(_deny(reason))

@@ -57,7 +57,7 @@ class QwenCode(Dialect):
                 )
         return Normalised(out, own, tool if isinstance(tool, str) else None)
 
-    def express(self, event: str, decision: Any) -> Answer:
+    def express(self, event: str, decision: Any, call: Any = None) -> Answer:
         reason = decision.reason or "blocked by the hookaudit policy"
         if event == "PreToolUse":
             if decision.decision == "ask":

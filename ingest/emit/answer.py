@@ -104,7 +104,9 @@ def decision_result(outcome: Outcome) -> Result:
         from engine.claude_output import decision_of
         from engine.dialects.registry import get
 
-        said = get(outcome.event.agent).express(outcome.event.event, decision_of(outcome))
+        said = get(outcome.event.agent).express(
+            outcome.event.event, decision_of(outcome), outcome.event
+        )
         return Result("decided", said.stdout, said.stderr, said.exit_code)
     from engine.claude_output import express_outcome
 

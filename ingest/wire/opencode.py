@@ -84,6 +84,15 @@ async function enforce(event, input, output, directory) {
     if (answer && answer.decision === "deny") {
       throw new Error(String(answer.reason || "blocked by the hookaudit policy"));
     }
+    if (answer && answer.args !== undefined) {
+      // the policy rewrote the call's input: it runs with exactly these arguments
+      if (event !== "tool.execute.before" || !output || typeof answer.args !== "object"
+          || answer.args === null || Array.isArray(answer.args)) {
+        throw new Error(`hookaudit: a rewrite this hook cannot apply${CLOSED}`);
+      }
+      for (const k of Object.keys(output.args || {})) delete output.args[k];
+      Object.assign(output.args, answer.args);
+    }
   }
   if (r.code !== 0) {
     throw new Error(`hookaudit: ${(r.stderr || "").trim() || "exit " + r.code}${CLOSED}`);

@@ -74,6 +74,26 @@ def test_an_allowed_command_runs_and_is_recorded(agent: str, tmp_path: Path, sta
     assert not pre["blocked"] and pre["decided_by"] == "policy"
 
 
+#: agents that run a call with the input a policy rewrote; the others block such a call
+REWRITES = {"codex", "gemini_cli", "opencode", "copilot_cli"}
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_rewritten_command_is_what_runs(agent: str, tmp_path: Path, stack: Stack) -> None:
+    asked, rewritten = tmp_path / "hookaudit-rewrite-me", tmp_path / "hookaudit-rewritten"
+    r = run(agent, tmp_path, stack.data, f"touch {asked}")
+    said = (r.proc.stdout[-2000:], r.proc.stderr[-2000:], r.results)
+    assert not asked.exists(), said  # the command as asked never runs
+    if agent in REWRITES:
+        assert rewritten.exists(), said  # the rewritten one does
+    else:
+        assert not rewritten.exists(), said  # blocked, saying why
+        if agent not in ENDS_THE_TASK:
+            assert any("rewrites this call's input" in x for x in r.results), said
+    pre = [x for x in outcomes(stack.data, agent) if x["event"] == "PreToolUse"]
+    assert len(pre) == 1 and pre[0]["decided_by"] == "policy", pre
+
+
 @pytest.mark.parametrize("agent", AGENTS)
 def test_with_the_worker_stopped_the_call_does_not_run(
     agent: str, tmp_path: Path, stack: Stack

@@ -33,6 +33,10 @@ def guard(event):
     if "hookaudit-denied" in cmd:
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse",
                 "permissionDecision": "deny", "permissionDecisionReason": "policy: no hookaudit-denied"}}
+    if "hookaudit-rewrite-me" in cmd:
+        ti = dict(event["tool_input"])
+        ti["command"] = cmd.replace("hookaudit-rewrite-me", "hookaudit-rewritten")
+        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": ti}}
     return None
 """
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -159,6 +160,58 @@ def test_pre_tool_use_answers(agent: str, decision: Decision, expected: tuple | 
     else:  # what the agent cannot do is blocked, saying why
         blocking = said.exit_code == 2 or json.loads(said.stdout or "{}").get("decision") == "deny"
         assert blocking and "blocked" in (said.stderr + said.stdout), said
+
+
+def _call(agent: str, own_tool: str, canonical: dict[str, Any]) -> Any:
+    from engine.records import new_event
+
+    payload = {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "x",
+               "tool_input": canonical}  # fmt: skip
+    return new_event(payload, agent=agent, agent_tool=own_tool, host="h", user="u")
+
+
+def _blocks(said: Any) -> bool:
+    return said.exit_code == 2 or json.loads(said.stdout or "{}").get("decision") == "deny"
+
+
+def test_a_rewrite_goes_back_in_the_agents_own_keys() -> None:
+    """Rewrites that the real binaries apply (tests/agents: test_a_rewritten_command_is_what_runs):
+    Codex's updatedInput with an allow (without it Codex ran the original), Gemini's merged
+    tool_input in its keys, OpenCode's replaced args; what they cannot apply is blocked."""
+    new = {"file_path": "/p/b", "content": "x"}
+    rewrite = Decision(decision="allow", updated_input=new)
+    said = get("gemini_cli").express(
+        "PreToolUse",
+        rewrite,
+        _call("gemini_cli", "write_file", {"file_path": "/p/a", "content": "x"}),
+    )
+    assert json.loads(said.stdout) == {"hookSpecificOutput": {
+        "hookEventName": "BeforeTool", "tool_input": {"absolute_path": "/p/b", "content": "x"}}}  # fmt: skip
+    # a rewrite that drops a key: Gemini would merge it and keep the key, so it is blocked
+    dropped = get("gemini_cli").express(
+        "PreToolUse", rewrite, _call("gemini_cli", "write_file", {"file_path": "/p/a", "content": "x", "mode": "a"})
+    )  # fmt: skip
+    assert _blocks(dropped) and "cannot apply" in dropped.stdout
+    assert _blocks(get("gemini_cli").express("PreToolUse", rewrite))  # the call unknown
+    cmd = Decision(decision="allow", updated_input={"command": "ls -l"})
+    said = get("codex").express("PreToolUse", cmd, _call("codex", "Bash", {"command": "ls"}))
+    assert json.loads(said.stdout) == {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "allow", "updatedInput": {"command": "ls -l"}}}  # fmt: skip
+    patch = get("codex").express("PreToolUse", cmd, _call("codex", "apply_patch", {"command": "x"}))
+    assert _blocks(patch) and "only for Codex's shell" in patch.stderr
+    said = get("opencode").express("PreToolUse", rewrite, _call("opencode", "write", {}))
+    assert json.loads(said.stdout) == {
+        "decision": "allow",
+        "args": {"filePath": "/p/b", "content": "x"},
+    }
+    own = _call("copilot_cli", "Bash", {"command": "ls"})
+    own = msgspec.structs.replace(own, agent_event="PreToolUse")
+    said = get("copilot_cli").express("PreToolUse", cmd, own)
+    assert json.loads(said.stdout) == {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "updatedInput": {"command": "ls -l"}}}  # fmt: skip
+    for agent in ("copilot_cli", "qwen_code", "cline"):  # copilot: a camelCase hook's call
+        said = get(agent).express("PreToolUse", cmd, _call(agent, "bash", {"command": "ls"}))
+        assert "rewrites this call's input" in said.stdout + said.stderr, (agent, said)
 
 
 @pytest.mark.parametrize("agent", ["codex", "gemini_cli", "copilot_cli", "qwen_code"])
