@@ -195,11 +195,22 @@ _PUBLIC_VIEWS = (
         duration_ms, error_kind, http_status, decision, message, stdout_bytes, stderr_bytes,
         truncated
     FROM _ha_runs""",
+    # A call's Pre and Post share a tool_use_id; where an agent gives none it is derived from
+    # the input, so identical calls of a session share one: the nth call the agent let run
+    # pairs with the nth Post (a call stopped at Pre never gets one).
     """CREATE OR REPLACE TEMP VIEW tool_calls AS
-    WITH pre AS (
-        SELECT * FROM _ha_live_events WHERE event = 'PreToolUse' AND tool_use_id IS NOT NULL
+    WITH pre0 AS (
+        SELECT *, blocked AND coalesce(json_extract_string(record, '$.decided_by'), 'policy')
+            <> 'observed' AS stopped
+        FROM _ha_live_events WHERE event = 'PreToolUse' AND tool_use_id IS NOT NULL
+    ), pre AS (
+        SELECT *, CASE WHEN NOT stopped THEN row_number() OVER (
+            PARTITION BY session_id, tool_use_id, stopped ORDER BY ts, id) END AS nth
+        FROM pre0
     ), post AS (
-        SELECT id, ts, event, session_id, tool_use_id, record FROM _ha_live_events
+        SELECT id, ts, event, session_id, tool_use_id, record, row_number() OVER (
+            PARTITION BY session_id, tool_use_id ORDER BY ts, id) AS nth
+        FROM _ha_live_events
         WHERE event IN ('PostToolUse', 'PostToolUseFailure') AND tool_use_id IS NOT NULL
     )
     SELECT pre.tool_use_id, pre.session_id, pre.ts AS started, post.ts AS finished,
@@ -217,7 +228,8 @@ _PUBLIC_VIEWS = (
             (epoch_us(post.ts) - epoch_us(pre.ts)) / 1000.0) END AS duration_ms,
         pre.settings_id, pre.id AS pre_id, post.id AS post_id
     FROM pre LEFT JOIN post
-        ON post.tool_use_id = pre.tool_use_id AND post.session_id = pre.session_id""",
+        ON post.tool_use_id = pre.tool_use_id AND post.session_id = pre.session_id
+        AND post.nth = pre.nth""",
     """CREATE OR REPLACE TEMP VIEW sessions AS
     SELECT session_id, min(ts) AS started, max(ts) AS ended,
         arg_min("user", ts) AS "user", arg_min(host, ts) AS host, arg_min(cwd, ts) AS cwd,

@@ -128,7 +128,8 @@ truncated | BOOLEAN | output was capped
 _doc(
     "tool_calls",
     "one row per live PreToolUse event, with its PostToolUse/PostToolUseFailure (same session "
-    "and tool_use_id); an event decided twice counts once (its first decision)",
+    "and tool_use_id; where identical calls share a derived id, the nth call the agent let run "
+    "pairs with the nth Post); an event decided twice counts once (its first decision)",
     """
 tool_use_id | VARCHAR | tool call id
 session_id | VARCHAR | agent session

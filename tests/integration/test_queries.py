@@ -719,6 +719,31 @@ def test_event_decided_twice_is_one_event_two_outcomes(tmp_path: Path) -> None:
         c.close()
 
 
+def test_identical_calls_sharing_a_derived_id_pair_in_order(tmp_path: Path) -> None:
+    """Gemini CLI and Copilot CLI give no call id: one derived from the input is the same for
+    identical calls of a session. The nth call the agent let run pairs with the nth Post; a
+    call stopped at Pre (no Post ever comes) takes no Post of a later one."""
+    same = {"tool": "Bash", "tin": {"command": "make test"}, "tuid": "ha-derived"}
+    pre1, post1 = event("PreToolUse", 1, **same), event("PostToolUse", 2, **same)
+    pre2 = event("PreToolUse", 3, **same)  # denied: no Post
+    pre3, post3 = event("PreToolUse", 4, **same), event("PostToolUseFailure", 5, **same)
+    pre4 = event("PreToolUse", 6, **same)  # allowed, still running: no Post yet
+    with LogWriter.open(tmp_path, "a", clock=Clock(T0)) as w:
+        w.append_batch([outcome(pre1), outcome(post1), outcome(pre2, decision="deny"),
+                        outcome(pre3), outcome(post3), outcome(pre4)])  # fmt: skip
+    c = open_db(tmp_path, cache=False)
+    try:
+        got = rows(c, "SELECT pre_id, post_id, status FROM tool_calls ORDER BY started")
+    finally:
+        c.close()
+    assert got == [
+        (pre1.id, post1.id, "success"),
+        (pre2.id, None, "denied"),
+        (pre3.id, post3.id, "failure"),
+        (pre4.id, None, "not_run"),
+    ]
+
+
 def test_dedup_cache_sees_a_newly_sealed_duplicate(tmp_path: Path) -> None:
     """The cached phase-1 scan of sealed files must still catch a duplicate sealed later."""
     first = [
