@@ -35,6 +35,13 @@ async def _until_decided(data: Path) -> None:
 
 async def test_role_and_reply_keys_rotate(tmp_path: Path) -> None:
     data = tmp_path / "data"
+    try:
+        await _rotate(tmp_path, data)
+    finally:
+        await hookaudit("nats", "down", "--data-dir", str(data))
+
+
+async def _rotate(tmp_path: Path, data: Path) -> None:
     assert (await hookaudit("nats", "up", "--data-dir", str(data))).code == 0
     keys = auth_dir(data)
     worker = start_worker(data)
@@ -78,4 +85,3 @@ async def test_role_and_reply_keys_rotate(tmp_path: Path) -> None:
     # the impostor did answer (its allow is in the log): emit refused its signature
     ls = [o for o in iter_outcomes(data) if '"ls"' in o.event.payload]
     assert any(o.decided_by == "policy" and not o.blocked for o in ls), ls
-    assert (await hookaudit("nats", "down", "--data-dir", str(data))).code == 0

@@ -766,14 +766,59 @@ def _tool_results(arm: Arm) -> dict[str, tuple[bool, str]]:
     return out
 
 
+def _said_to_model(arm: Arm) -> str:
+    """Every text the model was sent, in one string (its requests' messages)."""
+    return json.dumps([r.get("body", {}).get("messages") for r in arm.requests])
+
+
+def _blocked_elsewhere(
+    inp: dict[str, Any], e: dict[str, Any], nxt: dict[str, Any] | None, told: str
+) -> list[str]:
+    """UserPromptSubmit and Stop, decided against what the binary did:
+    - a prompt is blocked when it never reached the model;
+    - a Stop is blocked when the model was sent on (the binary's next Stop, `nxt`, says
+      `stop_hook_active`), and then hookaudit's reason is what it was sent on with."""
+    event = inp.get("hook_event_name")
+    ours = bool(e["decision"].get("blocked"))
+    reason = str(e["decision"].get("reason") or "").strip()
+    if event == "UserPromptSubmit":
+        prompt = inp.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            return []
+        claude = json.dumps(prompt)[1:-1] not in told
+    elif event == "Stop":
+        claude = bool(nxt is not None and nxt.get("stop_hook_active") is True)
+    else:
+        return []
+    if ours != claude:
+        return [
+            f"decision {event}: Claude Code {'blocked' if claude else 'let it through'}, "
+            f"hookaudit decided {e['decision'].get('decision')!r} "
+            f"({e['decision'].get('_error') or ''})"
+        ]
+    if ours and event == "Stop" and reason and json.dumps(reason)[1:-1] not in told:
+        return [f"decision Stop: reason {reason[:200]!r} is not what the model was sent on with"]
+    return []
+
+
 def decision_diffs(orig: Arm, evals: list[dict[str, Any]]) -> list[str]:
-    """hookaudit's PreToolUse decision and reason against what the binary did with the call:
+    """hookaudit's decision and reason against what the binary did: a PreToolUse call is
     blocked when the model got the hook's refusal as the tool's result, and then the reason
-    hookaudit gives must be in that result."""
+    hookaudit gives must be in that result; UserPromptSubmit and Stop as `_blocked_elsewhere`
+    says."""
     results = _tool_results(orig)
+    told = _said_to_model(orig)
+    groups = occurrences(orig)
     out = []
-    for g, e in zip(occurrences(orig), evals, strict=False):
+    for k, (g, e) in enumerate(zip(groups, evals, strict=False)):
         inp = g["input"]
+        if isinstance(inp, dict) and inp.get("hook_event_name") in ("UserPromptSubmit", "Stop"):
+            later = (
+                x["input"] for x in groups[k + 1 :]
+                if isinstance(x["input"], dict) and x["input"].get("hook_event_name") == "Stop"
+            )  # fmt: skip
+            out += _blocked_elsewhere(inp, e, next(later, None), told)
+            continue
         if not isinstance(inp, dict) or inp.get("hook_event_name") != "PreToolUse":
             continue
         got = results.get(str(inp.get("tool_use_id")))
