@@ -63,6 +63,7 @@ from ingest.backfill_events import (
     assistant_text,
     post_event,
     prompt_event,
+    session_end,
     session_start,
     stop_event,
     subagent_start,
@@ -284,6 +285,7 @@ def scan_lines(
     prompt: dict[str, tuple[str | None, str | None]] = {}  # session -> (promptId, mode)
     started: set[str] = set()  # sessions whose SessionStart is rebuilt
     turns: dict[str, Turn] = {}  # session -> the turn so far (its last assistant text)
+    where: dict[str, tuple[str | None, Any]] = {}  # session -> (last cwd, last time)
     for n, line in enumerate(lines, start=1):
         scan.lines += 1
         if not line or not line.strip():
@@ -298,6 +300,17 @@ def scan_lines(
             continue
         kind = entry.get("type")
         session = _str(entry.get("sessionId")) or ""
+        if session:
+            was_cwd, was_ts = where.get(session, (None, None))
+            where[session] = (
+                _str(entry.get("cwd")) or was_cwd,
+                _when(entry.get("timestamp")) or was_ts,
+            )
+        if kind == "cost-state" and subagent is None and session:
+            cwd, last = where[session]
+            _keep(scan, session_end(entry, transcript, n, cwd=cwd,
+                                    prompt_id=prompt.get(session, (None, None))[0], last=last))  # fmt: skip
+            continue
         if session and session not in started:
             begun = (
                 session_start(entry, transcript, n)

@@ -1,6 +1,8 @@
 """The events a Claude Code transcript shows besides its tool calls.
 
-Each prompt (UserPromptSubmit) and each tool's result (PostToolUse, or PostToolUseFailure for a call
+The session's start and end (SessionStart; SessionEnd from the `cost-state` entry written
+when it ends, without the `reason`, which no entry keeps), each prompt (UserPromptSubmit)
+and each tool's result (PostToolUse, or PostToolUseFailure for a call
 that failed), rebuilt as the hook input Claude Code sent for it (checked field by field
 against the real binary's inputs in tests/fixtures/claude_code; a transcript does not keep
 a PostToolUse's `duration_ms`, so it is left out) and marked as backfilled
@@ -32,6 +34,7 @@ __all__ = [
     "parse_time",
     "post_event",
     "prompt_event",
+    "session_end",
     "session_start",
     "stop_event",
     "str_or_none",
@@ -163,6 +166,37 @@ def session_start(entry: dict[str, Any], transcript: str, n: int) -> Rebuilt | N
         "hookaudit_backfill": {"transcript": transcript, "line": n},
     }
     return Rebuilt(session, "SessionStart", ts, payload)
+
+
+def session_end(
+    entry: dict[str, Any],
+    transcript: str,
+    n: int,
+    *,
+    cwd: str | None,
+    prompt_id: str | None,
+    last: datetime | None,
+) -> Rebuilt | None:
+    """The SessionEnd of the `cost-state` entry Claude Code writes when a session ends, at
+    its start time plus its duration (else the session's last time seen). The transcript
+    does not say why the session ended: `reason` is left out."""
+    session = str_or_none(entry.get("sessionId"))
+    start, took = entry.get("startTime"), entry.get("totalDuration")
+    ts = last
+    if type(start) is int and type(took) in (int, float) and 0 <= start < 1 << 50:
+        ts = datetime.fromtimestamp((start + took) / 1000, UTC)  # type: ignore[operator]
+    if not (session and ts):
+        return None
+    payload: dict[str, Any] = {
+        "session_id": session,
+        "transcript_path": transcript,
+        "cwd": cwd,
+        "prompt_id": prompt_id,
+        "hook_event_name": "SessionEnd",
+        "hookaudit_backfill": {"transcript": transcript, "line": n},
+    }
+    payload = {k: v for k, v in payload.items() if v is not None}
+    return Rebuilt(session, f"SessionEnd:{n}", ts, payload)
 
 
 @dataclass

@@ -250,15 +250,19 @@ def test_no_line_makes_the_scan_raise(lines: list[str | bytes]) -> None:
 
 
 #: The events rebuilt from a transcript besides its tool calls.
-REBUILT = {"SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop"}
+REBUILT = {"SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop",
+           "SessionEnd"}  # fmt: skip
 #: What a transcript does not keep of a hook input (left out of the rebuilt event).
-NOT_IN_TRANSCRIPTS = {"PostToolUse": {"duration_ms"}, "PostToolUseFailure": {"duration_ms"}}
+#: what no transcript entry keeps: a tool's duration, why a session ended
+NOT_IN_TRANSCRIPTS = {"PostToolUse": {"duration_ms"}, "PostToolUseFailure": {"duration_ms"},
+                      "SessionEnd": {"reason"}}  # fmt: skip
 
 
 def test_prompts_and_results_are_the_inputs_claude_code_sent() -> None:
-    """Every SessionStart, UserPromptSubmit, PostToolUse, PostToolUseFailure and Stop the
-    real binary sent is rebuilt from its transcript, field by field (the transcript keeps no
-    duration); a Stop hook's block makes the next Stop say `stop_hook_active`."""
+    """Every SessionStart, UserPromptSubmit, PostToolUse, PostToolUseFailure, Stop and
+    SessionEnd the real binary sent is rebuilt from its transcript, field by field (the
+    transcript keeps no duration and no reason for the end); a Stop hook's block makes the
+    next Stop say `stop_hook_active`."""
     compared: set[str] = set()
     for path in FIXTURES:
         doc = json.loads(path.read_text())
