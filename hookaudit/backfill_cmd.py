@@ -90,7 +90,7 @@ def backfill_cmd(paths: tuple[Path, ...], since: str | None, dry_run: bool, **kw
         f"{files} transcript(s), {scan.lines} lines ({scan.skipped} passed over), "
         f"{len(calls)} tool call(s): {sum(c.ran is True for c in calls)} ran, "
         f"{sum(c.ran is False for c in calls)} refused, {sum(c.ran is None for c in calls)} "
-        f"without a result; {len(others)} prompt(s) and tool result(s)"
+        f"without a result; {len(others)} other event(s) (session starts and ends, prompts, tool results, stops)"
     )
     if dry_run:
         for c in calls:

@@ -1,4 +1,5 @@
-"""Backfill of other agents' session files: the tool calls they show, as those agents' hooks.
+"""Backfill of other agents' session files: the tool calls they show (and a Codex rollout's
+other events), as those agents' hooks.
 
 Codex CLI keeps each session as a rollout (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`:
 `function_call` and `function_call_output` items), Gemini CLI as a chat file
@@ -38,7 +39,7 @@ from engine.userfiles import open_regular
 from ingest.backfill import MAX_CALLS, MAX_LINE, Scan, backfill_id
 from ingest.backfill_events import parse_time as _when
 
-__all__ = ["AgentCall", "kind_of", "scan_agent_file"]
+__all__ = ["AgentCall", "AgentEvent", "kind_of", "scan_agent_file", "scan_agent_lines"]
 
 
 @dataclass
@@ -80,6 +81,65 @@ class AgentCall:
             agent_tool=said.agent_tool,
             agent_payload=json.dumps(own, separators=(",", ":")),
         )
+
+
+@dataclass
+class AgentEvent:
+    """One event of an agent's session file that is not a tool call, as that agent's hook
+    input (kept in `Scan.events` beside Claude Code's rebuilt events)."""
+
+    agent: str
+    session_id: str
+    key: str  # with the session, what makes its id
+    ts: datetime
+    hook: dict[str, Any]  # the agent's own input
+    transcript: str
+    line: int
+    event_name: str = ""  # canonical, once normalised
+
+    def own(self) -> dict[str, Any]:
+        return {
+            **self.hook,
+            "hookaudit_backfill": {"transcript": self.transcript, "line": self.line},
+        }
+
+    def event(self, *, host: str | None = None, user: str | None = None) -> HookEvent:
+        """The HookEvent `emit --agent` would make of this input (source "backfill")."""
+        from engine.dialects.registry import get
+
+        own = self.own()
+        said = get(self.agent).normalise(own)
+        return new_event(
+            said.payload,
+            source="backfill",
+            host=host,
+            user=user,
+            ts=self.ts,
+            event_id=backfill_id(self.session_id, self.key, self.ts),
+            agent=self.agent,
+            agent_event=said.agent_event,
+            agent_tool=said.agent_tool,
+            agent_payload=json.dumps(own, separators=(",", ":")),
+        )
+
+
+def _add_event(e: AgentEvent, scan: Scan) -> None:
+    """Keep `e` in `scan.events` when its dialect reads it (else it is passed over)."""
+    if len(scan.events) >= MAX_CALLS:
+        scan.skipped += 1
+        return
+    from engine.dialects.registry import get
+    from engine.errors import InvalidEvent
+    from engine.payload import check_types
+
+    try:
+        said = get(e.agent).normalise(e.own())
+        check_types(said.payload)
+    except InvalidEvent:
+        scan.skipped += 1
+        return
+    e.event_name = str(said.payload["hook_event_name"])
+    scan.events.append(e)
 
 
 def _obj(line: str | bytes) -> dict[str, Any] | None:
@@ -141,19 +201,51 @@ def scan_agent_file(path: Path, scan: Scan, calls: list[AgentCall]) -> str | Non
     kind = kind_of(_head(path))
     if kind is None:
         return None
-    lines = _lines(path, scan)
-    if kind == "codex":
-        _codex(lines, str(path), scan, calls)
-    elif kind == "gemini_cli":
-        _gemini(lines, str(path), scan, calls)
-    elif kind == "qwen_code":
-        _qwen(lines, str(path), scan, calls)
+    scan_agent_lines(kind, _lines(path, scan), str(path), scan, calls)
     return kind
 
 
+def scan_agent_lines(
+    kind: str, lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]
+) -> None:
+    """The calls (into `calls`) and other events (into `scan.events`) of the lines of one
+    `kind` of session file, read as if it were at `path`."""
+    if kind == "codex":
+        _codex(lines, path, scan, calls)
+    elif kind == "gemini_cli":
+        _gemini(lines, path, scan, calls)
+    elif kind == "qwen_code":
+        _qwen(lines, path, scan, calls)
+
+
+def _codex_mode(ctx: dict[str, Any]) -> str | None:
+    """The `permission_mode` Codex gives its hooks for a turn's settings, where observed:
+    `never` asking with full access is `bypassPermissions` (other settings: not said)."""
+    sandbox = ctx.get("sandbox_policy")
+    full = isinstance(sandbox, dict) and sandbox.get("type") == "danger-full-access"
+    return "bypassPermissions" if ctx.get("approval_policy") == "never" and full else None
+
+
 def _codex(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) -> None:
-    session, cwd, turn, model = "", None, None, None
+    """A rollout's tool calls, and its other events as Codex's hooks sent them: SessionStart
+    (at its `session_meta`, once a turn says the model), UserPromptSubmit (each user
+    message), PostToolUse (each shell command that ran, with its output) and Stop (each
+    `task_complete`). A rollout does not mark the session's end: no SessionEnd."""
+    session, cwd, turn, model, mode = "", None, None, None, None
+    began: tuple[datetime, int] | None = None
     by_id: dict[str, AgentCall] = {}
+
+    def said(name: str, n: int, ts: datetime | None, key: str, **fields: Any) -> None:
+        if ts is None or not session:
+            scan.skipped += 1
+            return
+        head = {"session_id": session, "turn_id": turn, "transcript_path": path, "cwd": cwd,
+                "hook_event_name": name, "model": model, "permission_mode": mode}  # fmt: skip
+        if name == "SessionStart":
+            head.pop("turn_id")
+        hook = {k: v for k, v in {**head, **fields}.items() if v is not None}
+        _add_event(AgentEvent("codex", session, key, ts, hook, path, n), scan)
+
     for n, line in enumerate(lines, 1):
         d = _obj(line)
         p = d.get("payload") if d is not None else None
@@ -161,15 +253,43 @@ def _codex(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) 
             scan.skipped += 1
             continue
         kind = d.get("type")
+        ts = _when(d.get("timestamp"))
         if kind == "session_meta":
             session = str(p.get("id") or p.get("session_id") or "")
             cwd = p.get("cwd") if isinstance(p.get("cwd"), str) else cwd
+            began = (ts, n) if ts is not None else None
         elif kind == "turn_context":
             turn = p.get("turn_id") if isinstance(p.get("turn_id"), str) else turn
             cwd = p.get("cwd") if isinstance(p.get("cwd"), str) else cwd
             model = p.get("model") if isinstance(p.get("model"), str) else model
+            mode = _codex_mode(p)
+            if began is not None:
+                turn, was = None, turn  # SessionStart carries no turn
+                said("SessionStart", began[1], began[0], "SessionStart", source="startup")
+                turn, began = was, None
+        elif kind == "event_msg" and p.get("type") == "item_completed":
+            item = p.get("item")
+            item = item if isinstance(item, dict) else {}
+            if item.get("type") == "UserMessage" and isinstance(item.get("content"), list):
+                text = "".join(
+                    c["text"] for c in item["content"]
+                    if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str)
+                )  # fmt: skip
+                said("UserPromptSubmit", n, ts, f"UserPromptSubmit:{item.get('id')}", prompt=text)
+            elif item.get("type") == "CommandExecution" and item.get("status") == "completed":
+                call = by_id.get(str(item.get("id")))
+                output = item.get("aggregated_output")
+                if call is not None and isinstance(output, str):
+                    said("PostToolUse", n, ts, f"PostToolUse:{call.call_id}",
+                         tool_name=call.hook.get("tool_name"),
+                         tool_input=call.hook.get("tool_input"),
+                         tool_response=output, tool_use_id=call.call_id)  # fmt: skip
+        elif kind == "event_msg" and p.get("type") == "task_complete":
+            last = p.get("last_agent_message")
+            said("Stop", n, ts, f"Stop:{p.get('turn_id')}", stop_hook_active=False,
+                 last_assistant_message=last if isinstance(last, str) else None)  # fmt: skip
         elif kind == "response_item" and p.get("type") == "function_call":
-            ts, call_id, name = _when(d.get("timestamp")), p.get("call_id"), p.get("name")
+            call_id, name = p.get("call_id"), p.get("name")
             args = _obj(p["arguments"]) if isinstance(p.get("arguments"), str) else None
             if (
                 ts is None
@@ -192,8 +312,8 @@ def _codex(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) 
             else:
                 tool, tool_input = name, args
             hook = {"session_id": session, "turn_id": turn, "transcript_path": path, "cwd": cwd,
-                    "hook_event_name": "PreToolUse", "model": model, "tool_name": tool,
-                    "tool_input": tool_input, "tool_use_id": call_id}  # fmt: skip
+                    "hook_event_name": "PreToolUse", "model": model, "permission_mode": mode,
+                    "tool_name": tool, "tool_input": tool_input, "tool_use_id": call_id}  # fmt: skip
             c = AgentCall(
                 "codex",
                 session,

@@ -37,8 +37,10 @@ def test_unchecked_lists_the_agents_calls_no_live_hook_decided(stack: Stack) -> 
     p = hookaudit("backfill", "--data-dir", str(stack.data), str(TRANSCRIPTS))
     assert p.returncode == 0, p.stderr
     assert b"6 tool call(s): 3 ran, 3 refused" in p.stderr, p.stderr
+    # the Codex rollouts' other events: two session starts, prompts and stops, one result
+    assert b"7 other event(s)" in p.stderr, p.stderr
     again = hookaudit("backfill", "--data-dir", str(stack.data), str(TRANSCRIPTS))
-    assert b"published 0 (6 already there)" in again.stderr, again.stderr
+    assert b"published 0 (13 already there)" in again.stderr, again.stderr
     import time
 
     deadline = time.monotonic() + 60
@@ -56,4 +58,5 @@ def test_unchecked_lists_the_agents_calls_no_live_hook_decided(stack: Stack) -> 
     s = hookaudit("sql", "--data-dir", str(stack.data), "--format", "json",
                   "SELECT agent, decided_by FROM outcomes WHERE source = 'backfill'")  # fmt: skip
     seen = json.loads(s.stdout)
-    assert len(seen) == 6 and {r["decided_by"] for r in seen} == {"observed"}
+    assert len(seen) == 13 and {r["decided_by"] for r in seen} == {"observed"}
+    assert sorted(r["agent"] for r in seen).count("codex") == 9

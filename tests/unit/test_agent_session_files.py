@@ -100,3 +100,35 @@ def test_a_fifo_is_refused_and_a_long_line_passed_over(tmp_path: Path) -> None:
     big.write_text("\n".join([src[0], "x" * (MAX_LINE + 10), *src[1:]]) + "\n")
     kind, scan, calls = _scan(big)
     assert kind == "codex" and scan.skipped == 1 and len(calls) == 1
+
+
+def test_a_codex_rollout_gives_every_event_the_binary_sent() -> None:
+    """Every hook input the real Codex CLI sent in a wired run (captured beside its rollout),
+    rebuilt from the rollout field by field and in key order: SessionStart, UserPromptSubmit,
+    PreToolUse, PostToolUse (with the command's output), Stop. A rollout does not mark a
+    session's end, so its SessionEnd is the one input not rebuilt."""
+    from ingest.backfill_agents import scan_agent_lines
+
+    live = [json.loads(x) for x in (HERE / "codex-allowed.events.jsonl").read_text().splitlines()]
+    scan: Scan = Scan()
+    calls: list[AgentCall] = []
+    lines = (HERE / "codex-allowed.jsonl").read_text().splitlines()
+    scan_agent_lines("codex", lines, live[0]["transcript_path"], scan, calls)
+    assert scan.skipped == 0
+    mine = [*scan.events, *calls]
+    compared = []
+    for sent in live:
+        name = sent["hook_event_name"]
+        if name == "SessionEnd":
+            assert not any(e.hook["hook_event_name"] == name for e in mine)
+            continue
+        (got,) = [e for e in mine if e.hook["hook_event_name"] == name]
+        assert got.hook == sent and list(got.hook) == list(sent), (name, got.hook, sent)
+        ev = got.event()  # normalised as emit --agent codex normalises the live input
+        assert json.loads(ev.payload) == {
+            **get("codex").normalise(sent).payload,
+            "hookaudit_backfill": json.loads(ev.payload)["hookaudit_backfill"],
+        }
+        assert (ev.agent, ev.source) == ("codex", "backfill") and got.event().id == ev.id
+        compared.append(name)
+    assert compared == ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"]
