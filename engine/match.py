@@ -104,8 +104,12 @@ def matcher_matches(
             return True
         rx = _compile(matcher)
         return not isinstance(rx, str) and len(query) <= MAX_QUERY and bool(rx.search(query))
-    if not matcher or matcher == "*" or not query:
+    if not matcher or matcher == "*" or query is None:
         return True
+    if not query and profile == "legacy":
+        return True  # v2.1.88 (from its source): an empty target ignores the matcher
+    # an empty target is matched like any other (Claude Code 2.1.332: `/compact`'s
+    # SubagentStop, agent_type "", runs "^$" and ".*" groups, not ".+" nor a name)
     narrow = profile == "legacy" or event in _NARROW_EVENTS
     if _SIMPLE[narrow].fullmatch(matcher):
         alternatives = {_alias(a.strip()) for a in _SEPARATOR[narrow].split(matcher)}

@@ -39,7 +39,16 @@ from engine.userfiles import open_regular
 from ingest.backfill import MAX_CALLS, MAX_LINE, Scan, backfill_id
 from ingest.backfill_events import parse_time as _when
 
-__all__ = ["AgentCall", "AgentEvent", "kind_of", "scan_agent_file", "scan_agent_lines"]
+__all__ = [
+    "AgentCall",
+    "AgentEvent",
+    "add_call",
+    "add_event",
+    "json_object",
+    "kind_of",
+    "scan_agent_file",
+    "scan_agent_lines",
+]
 
 
 @dataclass
@@ -123,7 +132,7 @@ class AgentEvent:
         )
 
 
-def _add_event(e: AgentEvent, scan: Scan) -> None:
+def add_event(e: AgentEvent, scan: Scan) -> None:
     """Keep `e` in `scan.events` when its dialect reads it (else it is passed over)."""
     if len(scan.events) >= MAX_CALLS:
         scan.skipped += 1
@@ -142,7 +151,7 @@ def _add_event(e: AgentEvent, scan: Scan) -> None:
     scan.events.append(e)
 
 
-def _obj(line: str | bytes) -> dict[str, Any] | None:
+def json_object(line: str | bytes) -> dict[str, Any] | None:
     try:
         v = json.loads(line)
     except (ValueError, RecursionError):
@@ -154,7 +163,7 @@ def kind_of(first_lines: Iterable[str]) -> str | None:
     """Which agent wrote a session file, from its first readable lines; None: not one of
     these (a Claude Code transcript is `ingest.backfill`'s)."""
     for line in first_lines:
-        d = _obj(line)
+        d = json_object(line)
         if d is None:
             continue
         if d.get("type") == "session_meta" and isinstance(d.get("payload"), dict):
@@ -211,137 +220,20 @@ def scan_agent_lines(
     """The calls (into `calls`) and other events (into `scan.events`) of the lines of one
     `kind` of session file, read as if it were at `path`."""
     if kind == "codex":
-        _codex(lines, path, scan, calls)
+        from ingest.backfill_codex import scan_rollout
+
+        scan_rollout(lines, path, scan, calls)
     elif kind == "gemini_cli":
         _gemini(lines, path, scan, calls)
     elif kind == "qwen_code":
         _qwen(lines, path, scan, calls)
 
 
-def _codex_mode(ctx: dict[str, Any]) -> str | None:
-    """The `permission_mode` Codex gives its hooks for a turn's settings, where observed:
-    `never` asking with full access is `bypassPermissions` (other settings: not said)."""
-    sandbox = ctx.get("sandbox_policy")
-    full = isinstance(sandbox, dict) and sandbox.get("type") == "danger-full-access"
-    return "bypassPermissions" if ctx.get("approval_policy") == "never" and full else None
-
-
-def _codex(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) -> None:
-    """A rollout's tool calls, and its other events as Codex's hooks sent them: SessionStart
-    (at its `session_meta`, once a turn says the model), UserPromptSubmit (each user
-    message), PostToolUse (each shell command that ran, with its output) and Stop (each
-    `task_complete`). A rollout does not mark the session's end: no SessionEnd."""
-    session, cwd, turn, model, mode = "", None, None, None, None
-    began: tuple[datetime, int] | None = None
-    by_id: dict[str, AgentCall] = {}
-
-    def said(name: str, n: int, ts: datetime | None, key: str, **fields: Any) -> None:
-        if ts is None or not session:
-            scan.skipped += 1
-            return
-        head = {"session_id": session, "turn_id": turn, "transcript_path": path, "cwd": cwd,
-                "hook_event_name": name, "model": model, "permission_mode": mode}  # fmt: skip
-        if name == "SessionStart":
-            head.pop("turn_id")
-        hook = {k: v for k, v in {**head, **fields}.items() if v is not None}
-        _add_event(AgentEvent("codex", session, key, ts, hook, path, n), scan)
-
-    for n, line in enumerate(lines, 1):
-        d = _obj(line)
-        p = d.get("payload") if d is not None else None
-        if d is None or not isinstance(p, dict):
-            scan.skipped += 1
-            continue
-        kind = d.get("type")
-        ts = _when(d.get("timestamp"))
-        if kind == "session_meta":
-            session = str(p.get("id") or p.get("session_id") or "")
-            cwd = p.get("cwd") if isinstance(p.get("cwd"), str) else cwd
-            began = (ts, n) if ts is not None else None
-        elif kind == "turn_context":
-            turn = p.get("turn_id") if isinstance(p.get("turn_id"), str) else turn
-            cwd = p.get("cwd") if isinstance(p.get("cwd"), str) else cwd
-            model = p.get("model") if isinstance(p.get("model"), str) else model
-            mode = _codex_mode(p)
-            if began is not None:
-                turn, was = None, turn  # SessionStart carries no turn
-                said("SessionStart", began[1], began[0], "SessionStart", source="startup")
-                turn, began = was, None
-        elif kind == "event_msg" and p.get("type") == "item_completed":
-            item = p.get("item")
-            item = item if isinstance(item, dict) else {}
-            if item.get("type") == "UserMessage" and isinstance(item.get("content"), list):
-                text = "".join(
-                    c["text"] for c in item["content"]
-                    if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str)
-                )  # fmt: skip
-                said("UserPromptSubmit", n, ts, f"UserPromptSubmit:{item.get('id')}", prompt=text)
-            elif item.get("type") == "CommandExecution" and item.get("status") == "completed":
-                call = by_id.get(str(item.get("id")))
-                output = item.get("aggregated_output")
-                if call is not None and isinstance(output, str):
-                    said("PostToolUse", n, ts, f"PostToolUse:{call.call_id}",
-                         tool_name=call.hook.get("tool_name"),
-                         tool_input=call.hook.get("tool_input"),
-                         tool_response=output, tool_use_id=call.call_id)  # fmt: skip
-        elif kind == "event_msg" and p.get("type") == "task_complete":
-            last = p.get("last_agent_message")
-            said("Stop", n, ts, f"Stop:{p.get('turn_id')}", stop_hook_active=False,
-                 last_assistant_message=last if isinstance(last, str) else None)  # fmt: skip
-        elif kind == "response_item" and p.get("type") == "function_call":
-            call_id, name = p.get("call_id"), p.get("name")
-            args = _obj(p["arguments"]) if isinstance(p.get("arguments"), str) else None
-            if (
-                ts is None
-                or not isinstance(call_id, str)
-                or not isinstance(name, str)
-                or args is None
-            ):
-                scan.skipped += 1
-                continue
-            if name in ("exec_command", "shell", "shell_command", "local_shell"):
-                cmd = args.get("cmd", args.get("command"))
-                if isinstance(cmd, list):
-                    cmd = " ".join(str(c) for c in cmd)
-                tool, tool_input = "Bash", {"command": cmd}
-            elif name == "apply_patch":
-                tool, tool_input = (
-                    "apply_patch",
-                    {"command": args.get("input", args.get("patch", ""))},
-                )
-            else:
-                tool, tool_input = name, args
-            hook = {"session_id": session, "turn_id": turn, "transcript_path": path, "cwd": cwd,
-                    "hook_event_name": "PreToolUse", "model": model, "permission_mode": mode,
-                    "tool_name": tool, "tool_input": tool_input, "tool_use_id": call_id}  # fmt: skip
-            c = AgentCall(
-                "codex",
-                session,
-                call_id,
-                ts,
-                {k: v for k, v in hook.items() if v is not None},
-                path,
-                n,
-            )
-            _add(c, calls, scan, by_id)
-        elif kind == "response_item" and p.get("type") in (
-            "function_call_output",
-            "custom_tool_call_output",
-        ):
-            done = by_id.get(str(p.get("call_id")))
-            if done is not None:
-                out = p.get("output")
-                done.ran = not (
-                    isinstance(out, str) and out.startswith("Command blocked by PreToolUse hook")
-                )
-                scan.results += 1
-
-
 def _gemini(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) -> None:
     session = ""
     seen: set[str] = set()
     for n, line in enumerate(lines, 1):
-        d = _obj(line)
+        d = json_object(line)
         if d is None:
             scan.skipped += 1
             continue
@@ -370,13 +262,13 @@ def _gemini(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall])
             if tc.get("result") is not None:
                 c.ran = "Tool execution blocked" not in text
                 scan.results += 1
-            _add(c, calls, scan, None)
+            add_call(c, calls, scan, None)
 
 
 def _qwen(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) -> None:
     by_id: dict[str, AgentCall] = {}
     for n, line in enumerate(lines, 1):
-        d = _obj(line)
+        d = json_object(line)
         if d is None:
             scan.skipped += 1
             continue
@@ -411,7 +303,7 @@ def _qwen(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) -
                     path,
                     n,
                 )
-                _add(c, calls, scan, by_id)
+                add_call(c, calls, scan, by_id)
         elif d.get("type") == "tool_result":
             got = d.get("toolCallResult")
             res: dict[str, Any] = got if isinstance(got, dict) else {}
@@ -424,7 +316,7 @@ def _qwen(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) -
                 scan.results += 1
 
 
-def _add(
+def add_call(
     c: AgentCall, calls: list[AgentCall], scan: Scan, by_id: dict[str, AgentCall] | None
 ) -> None:
     if len(calls) >= MAX_CALLS:

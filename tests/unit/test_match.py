@@ -114,10 +114,21 @@ def test_case_6_invalid_regex_runs_nothing_in_claude_and_is_exact_in_agent_core(
 
 def test_case_7_stop_ignores_the_matcher_in_claude_but_not_in_agent_core() -> None:
     assert matcher_matches("Stop", None, "foo")
-    assert matcher_matches("Stop", "", "foo")
     assert not matcher_matches("Stop", None, "foo", dialect="agent-core")
     assert matcher_matches("Stop", None, "", dialect="agent-core")
     assert matcher_matches("Stop", None, None, dialect="agent-core")
+
+
+def test_an_empty_target_is_matched_like_any_other() -> None:
+    """Claude Code 2.1.332's `/compact` raises SubagentStop with agent_type "": it ran the
+    groups without a matcher, "", "*", "^$" and ".*", and not ".+" nor "general-purpose|Explore"
+    (tests/integration/test_claude_code_compact.py drives it). v2.1.88's source ignored the
+    matcher for an empty target: the legacy profile keeps that."""
+    runs = ["", "*", "^$", ".*", None]
+    skips = [".+", "general-purpose", "general-purpose|Explore"]
+    assert all(matcher_matches("SubagentStop", "", m) for m in runs)
+    assert not any(matcher_matches("SubagentStop", "", m) for m in skips)
+    assert all(matcher_matches("SubagentStop", "", m, profile="legacy") for m in skips)
 
 
 def test_case_53_file_changed_watch_list_and_basename_regex() -> None:
