@@ -1,7 +1,7 @@
 """DuckDB views over the append-only log: the read side security teams ask anything.
 
 `open_db(data_dir)` returns a DuckDB connection (in memory, or a file on request) with
-these views over every segment `ingest.log.segments` lists, sealed Parquet and active JSONL:
+these views over every segment `ingest.log.layout.segments` lists, sealed Parquet and active JSONL:
 
     outcomes      one row per live Outcome (replay_id NULL)
     events        one row per HookEvent of a live outcome; the agent's input as JSON `payload`
@@ -19,7 +19,7 @@ Rules of this file:
   scans, the dedup), `queries.active` (active JSONL as Arrow) and `queries.execute`
   (running SQL) are its parts. They are the only modules of `queries/` that import duckdb;
   DuckDB errors become `QueryError` there.
-- Segments are found through `ingest.log.segments`, never by globbing. Sealed Parquet is read
+- Segments are found through `ingest.log.layout.segments`, never by globbing. Sealed Parquet is read
   by DuckDB with projection and filter pushdown on its flat columns; a record's JSON line
   (`record`) is parsed only for a column its segment lacks (`queries.columns`: flat columns
   proposed for sealed segments, used as soon as a segment has them).

@@ -16,7 +16,7 @@ Rules of this file:
 - A job that fails sends its exception (re-raised here); one that dies is named with
   its exit code; every job process is stopped before `replay` returns or raises.
 - Results are stored in the same append-only log as live outcomes, through
-  `ingest.log.LogWriter`, on the chain of worker ``replay`` (``replay-2``… when another
+  `ingest.log.writer.LogWriter`, on the chain of worker ``replay`` (``replay-2``… when another
   replay holds it): Outcomes with ``replay_id`` set, which the `replays` view of
   `queries.db` shows beside the live decision. The log dedups them by
   (event id, settings_id, replay_id). ``store="changed"`` (the default) appends the

@@ -101,7 +101,7 @@ class _IdKey(msgspec.Struct):
 
 _id_decoder = msgspec.json.Decoder(_IdKey)
 _FLAT = ("id", "replay_id")
-# How `ingest.log.LogWriter` writes a record (`ingest.log.lines`): the event's id first,
+# How `ingest.log.writer.LogWriter` writes a record (`ingest.log.lines`): the event's id first,
 # the outcome's replay_id after every nested object.
 _HEAD_ID = HEAD_ID
 _LIVE_TAIL = LIVE_TAIL

@@ -260,7 +260,7 @@ class ChainPosition:
     hash: str
 
 
-# How `ingest.log.LogWriter` writes a record: the event's id, then its time, first
+# How `ingest.log.writer.LogWriter` writes a record: the event's id, then its time, first
 # (`ingest.log.lines.HEAD_TS`). A line laid out otherwise is decoded to read its time.
 _HEAD_TS = HEAD_TS
 

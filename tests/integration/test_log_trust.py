@@ -182,7 +182,7 @@ def test_log_files_are_private_under_umask_022(tmp_path: Path) -> None:
         import os
         os.umask(0o022)
         from engine.records import Outcome, new_event
-        from ingest.log import LogWriter
+        from ingest.log.writer import LogWriter
         from queries.db import open_db
         with LogWriter.open({str(data)!r}, "w1") as w:
             for i in range(3):
@@ -299,7 +299,7 @@ def test_seal_beside_a_running_worker_names_its_pid(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            f"from ingest.log import LogWriter\nw = LogWriter.open({str(data)!r}, 'w1')\n"
+            f"from ingest.log.writer import LogWriter\nw = LogWriter.open({str(data)!r}, 'w1')\n"
             "print('open', flush=True)\nimport sys; sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,

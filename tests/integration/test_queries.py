@@ -1,6 +1,6 @@
 """The query views and named queries over a real log: exact rows on a small hand-made history.
 
-The log is written through `ingest.log.LogWriter` (sealed Parquet and active JSONL, three
+The log is written through `ingest.log.writer.LogWriter` (sealed Parquet and active JSONL, three
 worker chains, a re-delivered duplicate, a replay), then read through `queries.db.open_db`,
 the CLI commands (click's CliRunner) and `python -m hookaudit` in a subprocess.
 """

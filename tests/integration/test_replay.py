@@ -2,7 +2,7 @@
 
 The dataset is fixed: four sessions whose events go through `engine.run.Engine` with the
 `base` settings (a python hook denying ``rm -rf /`` and a command hook that appends a line
-to a counter file each time it runs) and are appended with `ingest.log.LogWriter`. The
+to a counter file each time it runs) and are appended with `ingest.log.writer.LogWriter`. The
 tests replay it with the same settings (nothing changes, same digest), with a stricter
 policy (exactly the expected flips, transitions and counterfactual events), with new
 command hooks (sandbox: no secrets, a temp dir, no network; --exec deny), with prompt
