@@ -776,18 +776,26 @@ def _blocked_elsewhere(
 ) -> list[str]:
     """UserPromptSubmit and Stop, decided against what the binary did:
     - a prompt is blocked when it never reached the model;
+    - a prompt is also kept from the model by `continue: false`;
     - a Stop is blocked when the model was sent on (the binary's next Stop, `nxt`, says
-      `stop_hook_active`), and then hookaudit's reason is what it was sent on with."""
+      `stop_hook_active`), and then hookaudit's reason is what it was sent on with; context
+      a Stop hook adds sends it on too; a block the binary's cap on blocks in a row let
+      through (a Stop that is itself `stop_hook_active`) is the binary's, not the hook's."""
     event = inp.get("hook_event_name")
-    ours = bool(e["decision"].get("blocked"))
-    reason = str(e["decision"].get("reason") or "").strip()
+    d = e["decision"]
+    reason = str(d.get("reason") or "").strip()
     if event == "UserPromptSubmit":
         prompt = inp.get("prompt")
         if not isinstance(prompt, str) or not prompt:
             return []
         claude = json.dumps(prompt)[1:-1] not in told
+        ours = bool(d.get("blocked")) or d.get("continue") is False  # both keep it from the model
     elif event == "Stop":
         claude = bool(nxt is not None and nxt.get("stop_hook_active") is True)
+        # a block sends the model on, and so does context a Stop hook adds
+        ours = bool(d.get("blocked")) or bool(d.get("additional_context"))
+        if ours and not claude and inp.get("stop_hook_active") is True:
+            return []  # the binary's own cap on Stop blocks in a row: not the hook's decision
     else:
         return []
     if ours != claude:
