@@ -61,6 +61,8 @@ from engine.userfiles import open_regular
 from ingest.backfill_events import (
     Turn,
     assistant_text,
+    command_args,
+    compaction,
     post_event,
     prompt_event,
     session_end,
@@ -286,6 +288,15 @@ def scan_lines(
     started: set[str] = set()  # sessions whose SessionStart is rebuilt
     turns: dict[str, Turn] = {}  # session -> the turn so far (its last assistant text)
     where: dict[str, tuple[str | None, Any]] = {}  # session -> (last cwd, last time)
+    # an interactive session's (entrypoint "cli") SessionStart names its model, which the
+    # first API request says: session -> (its SessionStart, whether interactive, model)
+    opened: dict[str, list[Any]] = {}
+    compactions: list[tuple[dict[str, Any], int, dict[str, Any]]] = []  # boundary, line, summary
+    boundary: dict[
+        str, tuple[dict[str, Any], int]
+    ] = {}  # session -> a boundary awaiting its summary
+    compact_args: dict[str, str] = {}  # prompt id -> what /compact was given
+    ended: dict[str, tuple[Any, ...]] = {}  # session -> its last cost-state, and where it stood
     for n, line in enumerate(lines, start=1):
         scan.lines += 1
         if not line or not line.strip():
@@ -307,9 +318,8 @@ def scan_lines(
                 _when(entry.get("timestamp")) or was_ts,
             )
         if kind == "cost-state" and subagent is None and session:
-            cwd, last = where[session]
-            _keep(scan, session_end(entry, transcript, n, cwd=cwd,
-                                    prompt_id=prompt.get(session, (None, None))[0], last=last))  # fmt: skip
+            # written at a session's end, and at each /compact too: the last one is the end
+            ended[session] = (entry, n, *where[session], prompt.get(session, (None, None))[0])
             continue
         if session and session not in started:
             begun = (
@@ -320,6 +330,18 @@ def scan_lines(
             if begun is not None:
                 started.add(session)
                 _keep(scan, begun)
+                if subagent is None:
+                    opened[session] = [begun, False, None]
+        if session in opened:
+            _session_model(opened[session], entry, kind)
+        if kind == "system" and entry.get("subtype") == "compact_boundary" and subagent is None:
+            boundary[session] = (entry, n)
+        if kind == "user" and entry.get("isCompactSummary") is True and session in boundary:
+            compactions.append((*boundary.pop(session), entry))
+        if kind == "user" and _str(entry.get("promptId")):
+            args = command_args(entry)
+            if args is not None and "<command-name>/compact<" in str(entry.get("message")):
+                compact_args[str(entry["promptId"])] = args
         if kind == "assistant":
             _calls(entry, transcript, n, scan, by_id, prompt.get(session, (None, None)), subagent)
             text = assistant_text(entry)
@@ -356,6 +378,18 @@ def scan_lines(
                     del turns[session]
             _keep(scan, said)
             _results(entry, scan, by_id, n)
+    for b, at, summary in compactions:  # once every /compact's arguments are known
+        state = opened.get(_str(b.get("sessionId")) or "")
+        args = compact_args.get(_str(summary.get("promptId")) or "")
+        for ev in compaction(b, summary, transcript, at, args=args,
+                             model=state[2] if state and state[1] else None):  # fmt: skip
+            _keep(scan, ev)
+    for session, (entry, at, cwd, last, prompt_id) in ended.items():
+        state = opened.get(session)
+        # an interactive session ends on a command its transcript does not keep (/exit):
+        # the prompt id of the end is not known there
+        known = None if state is not None and state[1] else prompt_id
+        _keep(scan, session_end(entry, transcript, at, cwd=cwd, prompt_id=known, last=last))
     for turn in turns.values():  # the last turn of each session (or the subagent's end)
         if turn.text:
             end = (
@@ -365,6 +399,23 @@ def scan_lines(
             )
             _keep(scan, end)
     return scan
+
+
+def _session_model(state: list[Any], entry: dict[str, Any], kind: object) -> None:
+    """Fill in an interactive session's model on its SessionStart (`state`: that event,
+    whether the session is interactive, its model) as the entries say them."""
+    if entry.get("entrypoint") == "cli":
+        state[1] = True
+    if kind == "api-request" and state[2] is None:
+        params = entry.get("params")
+        model = params.get("model") if isinstance(params, dict) else None
+        if isinstance(model, str):
+            state[2] = model
+    begun = state[0]
+    if state[1] and state[2] and "model" not in begun.payload:
+        note = begun.payload.pop("hookaudit_backfill")
+        begun.payload["model"] = state[2]
+        begun.payload["hookaudit_backfill"] = note
 
 
 def _keep(scan: Scan, event: Any) -> None:

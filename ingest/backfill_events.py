@@ -1,8 +1,9 @@
 """The events a Claude Code transcript shows besides its tool calls.
 
-The session's start and end (SessionStart; SessionEnd from the `cost-state` entry written
-when it ends, without the `reason`, which no entry keeps), each prompt (UserPromptSubmit)
-and each tool's result (PostToolUse, or PostToolUseFailure for a call
+The session's start and end (SessionStart; SessionEnd from the last `cost-state` entry,
+written when it ends and at each compaction, without the `reason`, which no entry keeps),
+each compaction (PreCompact, SessionStart `compact`, PostCompact), each prompt
+(UserPromptSubmit; not a slash command Claude Code runs itself) and each tool's result (PostToolUse, or PostToolUseFailure for a call
 that failed), rebuilt as the hook input Claude Code sent for it (checked field by field
 against the real binary's inputs in tests/fixtures/claude_code; a transcript does not keep
 a PostToolUse's `duration_ms`, so it is left out) and marked as backfilled
@@ -21,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +33,8 @@ __all__ = [
     "Rebuilt",
     "Turn",
     "assistant_text",
+    "command_args",
+    "compaction",
     "parse_time",
     "post_event",
     "prompt_event",
@@ -100,6 +104,8 @@ def prompt_event(
         not isinstance(text, str)
         or not (session and prompt_id and ts)
         or entry.get("isMeta") is True
+        or entry.get("isCompactSummary") is True  # the summary a compaction left
+        or text.startswith(_LOCAL)  # a slash command Claude Code ran itself, or its output
     ):
         return None
     payload: dict[str, Any] = {
@@ -118,6 +124,70 @@ def prompt_event(
         ts,
         {k: v for k, v in payload.items() if v is not None},
     )
+
+
+#: What a local slash command (`/compact`, `/exit`) and its output look like in a transcript:
+#: Claude Code runs them itself, with no UserPromptSubmit.
+_LOCAL = ("<command-name>", "<local-command-stdout>", "<local-command-stderr>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+#: Where a compaction's summary sits in the user entry that carries it.
+_SUMMARY = re.compile(
+    r"</system-reminder>\n(.*)\n\nIf you need specific details from before compaction", re.DOTALL
+)
+
+
+def command_args(entry: dict[str, Any]) -> str | None:
+    """The arguments of the local slash command a user entry records (None: not one)."""
+    msg = entry.get("message")
+    text = msg.get("content") if isinstance(msg, dict) else None
+    if not isinstance(text, str) or not text.startswith("<command-name>"):
+        return None
+    m = _COMMAND_ARGS.search(text)
+    return m.group(1) if m else ""
+
+
+def compaction(
+    boundary: dict[str, Any],
+    summary: dict[str, Any],
+    transcript: str,
+    n: int,
+    *,
+    args: str | None,
+    model: str | None,
+) -> list[Rebuilt]:
+    """PreCompact, SessionStart (`compact`) and PostCompact of one compaction: its
+    `compact_boundary` entry (`n`, the trigger) and the summary entry after it (the prompt
+    id, the summary). `args`: what `/compact` was given (a manual compaction); `model`: the
+    session's model, which an interactive session's SessionStart names."""
+    meta = boundary.get("compactMetadata")
+    trigger = meta.get("trigger") if isinstance(meta, dict) else None
+    session = str_or_none(boundary.get("sessionId"))
+    ts = parse_time(boundary.get("timestamp"))
+    msg = summary.get("message")
+    text = msg.get("content") if isinstance(msg, dict) else None
+    found = _SUMMARY.search(text) if isinstance(text, str) else None
+    if not (session and ts and isinstance(trigger, str)):
+        return []
+    head = {
+        "session_id": session,
+        "transcript_path": transcript,
+        "cwd": str_or_none(boundary.get("cwd")),
+        "prompt_id": str_or_none(summary.get("promptId")),
+    }
+    note = {"hookaudit_backfill": {"transcript": transcript, "line": n}}
+    pre = {**head, "hook_event_name": "PreCompact", "trigger": trigger,
+           "custom_instructions": args or None, **note}  # fmt: skip
+    start = {**head, "hook_event_name": "SessionStart", "source": "compact",
+             **({"model": model} if model else {}), **note}  # fmt: skip
+    out = [
+        Rebuilt(session, f"PreCompact:{n}", ts, pre),
+        Rebuilt(session, f"SessionStart:compact:{n}", ts, start),
+    ]
+    if found is not None:
+        post = {**head, "hook_event_name": "PostCompact", "trigger": trigger,
+                "compact_summary": found.group(1), **note}  # fmt: skip
+        out.append(Rebuilt(session, f"PostCompact:{n}", ts, post))
+    return out
 
 
 def post_event(entry: dict[str, Any], block: dict[str, Any], call: Any, n: int) -> Rebuilt | None:
@@ -177,9 +247,10 @@ def session_end(
     prompt_id: str | None,
     last: datetime | None,
 ) -> Rebuilt | None:
-    """The SessionEnd of the `cost-state` entry Claude Code writes when a session ends, at
-    its start time plus its duration (else the session's last time seen). The transcript
-    does not say why the session ended: `reason` is left out."""
+    """The SessionEnd of the last `cost-state` entry of a session (Claude Code writes one
+    when a session ends, and at each compaction), at its start time plus its duration (else
+    the session's last time seen). The transcript does not say why the session ended:
+    `reason` is left out."""
     session = str_or_none(entry.get("sessionId"))
     start, took = entry.get("startTime"), entry.get("totalDuration")
     ts = last

@@ -3,8 +3,9 @@
 `claude -p` cannot run `/compact`, so this starts the pinned binary interactively on a
 pseudo-terminal (onboarding, trust and the API key answered in its config, the loopback
 Messages API mock of the conformance suite as its model), says one thing, types `/compact`
-and records every hook input it sends. Compaction raises PreCompact, a SubagentStop per
-compaction agent (with `agent_type: ""`), SessionStart (`compact`) and PostCompact. For each
+and records every hook input it sends, then `/exit`. Compaction raises PreCompact, a
+SubagentStop per compaction agent (with `agent_type: ""`), SessionStart (`compact`) and
+PostCompact. For each
 occurrence the groups the binary ran must be exactly the groups the engine plans for the
 same input and settings: the binary is the oracle for which matchers an empty target runs.
 """
@@ -55,6 +56,9 @@ SETTINGS = {"hooks": {
                     {"matcher": "auto", "hooks": [H("post-auto")]}],
     "SessionStart": [{"matcher": "compact", "hooks": [H("ss-compact")]},
                      {"matcher": "startup", "hooks": [H("ss-startup")]}],
+    "UserPromptSubmit": [{"hooks": [H("prompt")]}],
+    "Stop": [{"hooks": [H("stop")]}],
+    "SessionEnd": [{"hooks": [H("end")]}],
 }}  # fmt: skip
 
 
@@ -109,6 +113,8 @@ def _drive(root: Path) -> list[dict[str, Any]]:
         type_in("/compact")
         until(b"post-manual", 90)  # compaction ended (PostCompact ran)
         time.sleep(1.0)
+        type_in("/exit")
+        until(b'"end"', 30)  # the session ended (its SessionEnd hook ran)
     finally:
         p.kill()
         p.wait(timeout=30)

@@ -251,7 +251,7 @@ def test_no_line_makes_the_scan_raise(lines: list[str | bytes]) -> None:
 
 #: The events rebuilt from a transcript besides its tool calls.
 REBUILT = {"SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop",
-           "SessionEnd"}  # fmt: skip
+           "SessionEnd", "PreCompact", "PostCompact"}  # fmt: skip
 #: What a transcript does not keep of a hook input (left out of the rebuilt event).
 #: what no transcript entry keeps: a tool's duration, why a session ended
 NOT_IN_TRANSCRIPTS = {"PostToolUse": {"duration_ms"}, "PostToolUseFailure": {"duration_ms"},
@@ -278,13 +278,18 @@ def test_prompts_and_results_are_the_inputs_claude_code_sent() -> None:
                 mine = [e for e in mine if e.payload["tool_use_id"] == sent["tool_use_id"]]
             elif name == "UserPromptSubmit":
                 mine = [e for e in mine if e.payload["prompt_id"] == sent["prompt_id"]]
+            elif name == "SessionStart":  # the session's, or a compaction's
+                mine = [e for e in mine if e.payload["source"] == sent["source"]]
             elif name == "Stop":  # each turn's end, in order
                 nth = [h for h in doc["hook_inputs"] if h.get("hook_event_name") == "Stop"]
                 mine = mine[nth.index(sent) :][:1]
             assert mine, (path.name, name)
             payload = dict(mine[0].payload)
             extra = payload.pop("hookaudit_backfill")
-            want = {k: v for k, v in sent.items() if k not in NOT_IN_TRANSCRIPTS.get(name, set())}
+            unknown = NOT_IN_TRANSCRIPTS.get(name, set())
+            if name == "SessionEnd" and "cli" in {e.get("entrypoint") for e in doc["transcript"]}:
+                unknown = unknown | {"prompt_id"}  # an interactive end: /exit is not kept
+            want = {k: v for k, v in sent.items() if k not in unknown}
             assert payload == want, (path.name, payload, want)
             assert list(payload) == list(want), (path.name, "key order")
             assert extra["transcript"] == sent["transcript_path"]
@@ -323,3 +328,15 @@ def test_a_subagents_start_and_stop_are_the_inputs_claude_code_sent(tmp_path: Pa
         assert list(payload) == list(want), (name, "key order")
         compared += 1
     assert compared == 2
+
+
+def test_a_compacted_interactive_session_gives_exactly_the_events_the_binary_sent() -> None:
+    """The terminal UI run of tests/integration/test_claude_code_compact.py (a prompt,
+    `/compact`, `/exit`, every event hooked): the session's file rebuilds one event per input
+    the binary sent, and nothing it did not: no prompt for the `/compact` command, its output
+    or the summary it left; one SessionEnd, though a cost-state entry is also written at each
+    compaction; SessionStart twice (startup, then compact), with the session's model."""
+    doc = _fixture("tui.compact.json")
+    sent = [h for h in doc["hook_inputs"] if "agent_id" not in h]  # subagents: their own files
+    events = scan_lines(_lines(doc), sent[0]["transcript_path"]).events
+    assert sorted(e.event_name for e in events) == sorted(h["hook_event_name"] for h in sent)
