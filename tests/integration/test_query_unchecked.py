@@ -73,6 +73,22 @@ def test_unchecked_lists_backfilled_calls_no_live_hook_decided(tmp_path: Path) -
     assert [r["tool_use_id"] for r in since] == ["tu3", "tu4"]
 
 
+def test_identical_calls_with_a_derived_id_are_each_checked(tmp_path: Path) -> None:
+    """Gemini CLI and Copilot CLI give no call id: identical calls of a session share the id
+    hookaudit derives. Three such calls in the transcript, two decided live: one is unchecked
+    (before, the three were listed as one, and one live decision hid them all)."""
+    same = [call("g1", "ha-0123456789abcdef", k, "make test", True) for k in (1, 3, 5)]
+    other = call("g2", "ha-0123456789abcdef", 7, "make test", True)  # another session's
+    with LogWriter.open(tmp_path, "w1") as w:
+        w.append_batch([live("g1", "ha-0123456789abcdef", 1, "make test"),
+                        live("g1", "ha-0123456789abcdef", 3, "make test")]
+                       + [observed(c, None) for c in (*same, other)])  # fmt: skip
+    rows = named(tmp_path)
+    assert [(r["session_id"], r["ts"]) for r in rows] == [
+        ("g1", T0 + timedelta(seconds=5)), ("g2", T0 + timedelta(seconds=7))
+    ], rows  # fmt: skip
+
+
 def test_backfill_dry_run_on_a_real_transcript(tmp_path: Path) -> None:
     doc = json.loads((FIXTURE / "pre.exit2.blocks.json").read_text())
     t = tmp_path / "projects" / "p" / "s.jsonl"
