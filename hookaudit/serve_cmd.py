@@ -151,6 +151,8 @@ def serve_cmd(
     200 with an empty body for "no decision". GET /healthz is 200 while NATS is
     connected, else 503. Each request becomes a HookEvent (source "http"; host from
     the X-Hookaudit-Host header, else the peer address; user from X-Hookaudit-User).
+    Another agent's http hooks POST to /hooks?agent=NAME (qwen_code: Qwen Code): the
+    event is recorded as that agent's and answered in the form it obeys.
 
     A status code cannot block in Claude Code: a rejected request (413 too large,
     400 bad JSON or unknown event, 401 bad token) is a non-blocking hook error, so

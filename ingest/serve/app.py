@@ -83,9 +83,27 @@ def failure_answer(event: str, fail: Fail, why: str, profile: str = "current") -
     return closed_body(event, f"no decision ({why})", profile)
 
 
+#: Agents besides Claude Code whose http hooks serve answers (`?agent=NAME`): each takes
+#: Claude Code's http answer (Qwen Code: tests/agents/test_http_hooks.py runs it).
+HTTP_AGENTS = ("qwen_code",)
+
+
 def render(outcome: Outcome) -> bytes:
-    """The http hook body for a worker's Outcome: the http form of `express_outcome`."""
-    return express_outcome(outcome).body
+    """The http hook body for a worker's Outcome: the http form of `express_outcome`, or of
+    the agent's own dialect (what it cannot do, it is told as a block)."""
+    agent = outcome.event.agent
+    if agent == "claude_code":
+        return express_outcome(outcome).body
+    from engine.claude_output import blocking_object, decision_of
+    from engine.dialects.registry import get
+
+    said = get(agent).express(outcome.event.event, decision_of(outcome), outcome.event)
+    if said.stdout:
+        return said.stdout.encode()
+    if said.exit_code == 2:  # the command form's block: said as the event's blocking JSON
+        obj = blocking_object(outcome.event.event, said.stderr.strip() or "blocked")
+        return b"" if obj is None else _json_encoder.encode(obj)
+    return b""
 
 
 def clean_header(value: bytes | None) -> str | None:
@@ -213,12 +231,23 @@ class ServeApp:
         body = await self._read_body(headers, receive, send, named)
         if body is None:
             return
+        agent, said = _agent(scope), None
+        if agent is None:
+            await _respond(send, 404, _json_error(
+                f"no http hooks for that agent: ?agent= takes {', '.join(HTTP_AGENTS)}"))  # fmt: skip
+            return
         try:
             payload = parse_payload(body, "request body")
+            text = body.decode("utf-8")  # valid: parse_payload checked it
+            if agent != "claude_code":
+                from engine.dialects.registry import get
+                from engine.payload import check_types
+
+                said = get(agent).normalise(payload)
+                check_types(said.payload, "request body")
         except InvalidEvent as exc:
             await self._refuse(send, 400, str(exc), named, body)
             return
-        text = body.decode("utf-8")  # valid: parse_payload checked it
         name = payload["hook_event_name"]
         if named is not None and named != name:
             await _respond(
@@ -230,7 +259,9 @@ class ServeApp:
             )
             return
         try:
-            answer, extra = await self._event(scope, headers, payload, text)
+            answer, extra = await self._event(
+                scope, headers, payload, text, said if agent != "claude_code" else None, agent
+            )
         except Exception as exc:  # a bug must not turn into a 500, which fails open
             _log.exception("%s request: internal error", name)
             await self._refuse(send, 500, f"internal error: {type(exc).__name__}", name, b"")
@@ -238,16 +269,25 @@ class ServeApp:
         await _respond(send, 200, answer, extra)
 
     async def _event(
-        self, scope: Scope, headers: dict[bytes, bytes], payload: dict[str, Any], text: str
+        self,
+        scope: Scope,
+        headers: dict[bytes, bytes],
+        payload: dict[str, Any],
+        text: str,
+        said: Any = None,
+        agent: str = "claude_code",
     ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+        """Publish the event and wait for its answer; `said`: another agent's input as its
+        dialect normalised it (`agent`'s)."""
         client = scope.get("client")
-        event = new_event(
-            payload,
-            raw=text,
-            source="http",
-            host=clean_header(headers.get(b"x-hookaudit-host")) or (client[0] if client else ""),
-            user=clean_header(headers.get(b"x-hookaudit-user")) or "",
-        )
+        host = clean_header(headers.get(b"x-hookaudit-host")) or (client[0] if client else "")
+        user = clean_header(headers.get(b"x-hookaudit-user")) or ""
+        if said is None:
+            event = new_event(payload, raw=text, source="http", host=host, user=user)
+        else:  # another agent's: the canonical input, its own kept verbatim (as emit --agent)
+            event = new_event(said.payload, source="http", host=host, user=user, agent=agent,
+                              agent_event=said.agent_event, agent_tool=said.agent_tool,
+                              agent_payload=text)  # fmt: skip
         answer = await self._decide(event)
         return answer, [(b"x-hookaudit-event-id", event.id.encode())]
 
@@ -348,6 +388,16 @@ class ServeApp:
             report["http"] = self.http_stats()
         body = _json_encoder.encode(report)
         await _respond(send, 200 if ok else 503, body)
+
+
+def _agent(scope: Scope) -> str | None:
+    """The agent a request names (`?agent=NAME`), Claude Code when none; None for an agent
+    whose http hooks serve does not answer."""
+    from urllib.parse import parse_qs
+
+    query = scope.get("query_string") or b""
+    given = parse_qs(query.decode("latin-1")).get("agent", ["claude_code"])[-1]
+    return given if given == "claude_code" or given in HTTP_AGENTS else None
 
 
 async def _respond(

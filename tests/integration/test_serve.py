@@ -258,6 +258,34 @@ async def test_no_decision_is_an_empty_body(rig: Rig) -> None:
     assert r.content == b""
 
 
+async def test_another_agents_http_hook_speaks_its_dialect(rig: Rig) -> None:
+    """`?agent=qwen_code`: Qwen Code's input is recorded as Qwen Code's (canonical payload,
+    its own tool name, its input verbatim); a rewrite Qwen Code cannot apply is a deny, said
+    in its (Claude Code's) form; an agent serve has no http hooks for is a 404."""
+    rewrite = {"command": "ls -l"}
+
+    async def rewrites(ev: HookEvent) -> Reply:
+        return outcome(ev, decision="allow", updated_input=rewrite)
+
+    client = await rig.start(rewrites)
+    qwen = {"session_id": "q1", "cwd": "/tmp", "hook_event_name": "PreToolUse",
+            "tool_name": "run_shell_command", "tool_input": {"command": "ls"},
+            "tool_use_id": "toolu_1", "tool_call_id": "call_1"}  # fmt: skip
+    r = await client.post("/hooks?agent=qwen_code", json=qwen)
+    hso = r.json()["hookSpecificOutput"]
+    assert hso["permissionDecision"] == "deny" and "rewrites" in hso["permissionDecisionReason"]
+    ((ev, _),) = [(e, h) for e, h in rig.seen if e.session_id == "q1"]
+    assert (ev.agent, ev.agent_tool, ev.tool_name, ev.source) == (
+        "qwen_code",
+        "run_shell_command",
+        "Bash",
+        "http",
+    )
+    assert json.loads(ev.agent_payload or "{}") == qwen
+    r = await client.post("/hooks?agent=gemini_cli", json=qwen)
+    assert r.status_code == 404 and "qwen_code" in r.text
+
+
 async def test_prompt_context_round_trip(rig: Rig) -> None:
     async def context(ev: HookEvent) -> Reply:
         return outcome(ev, additional_context=["repo uses pnpm"])
