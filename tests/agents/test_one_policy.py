@@ -36,7 +36,8 @@ EXPECTED = {
     "cline": ("run_commands", {"SessionStart", "PreToolUse", "PostToolUse", "Stop"}),
 }
 #: agents that raise SessionEnd when a headless run exits (wired, recorded; Qwen Code did
-#: not raise it in a headless run, live or captured)
+#: not raise it in a headless run, live or captured, nor Cline its SessionShutdown within
+#: a minute of its run; OpenCode has no such event)
 ENDS = {"codex", "gemini_cli", "copilot_cli"}
 #: Cline's only block ends the task: the model is never told, the run ends "aborted".
 ENDS_THE_TASK = {"cline"}
