@@ -47,9 +47,12 @@ def sample_outcome() -> Any:
     eff = load_sources([("project", str(policy))])
     outcome = asyncio.run(Engine(profile="current").evaluate(event, eff))
     runs = [msgspec.structs.replace(r, duration_ms=4.0) for r in outcome.runs]
+    # the settings' hash names the policy file's path: a fixed one, so any checkout writes
+    # the same page
     return msgspec.structs.replace(
-        outcome, runs=runs, worker="w1", seq=42, appended=_WHEN, hash="0" * 64, prev_hash="0" * 64
-    )
+        outcome, runs=runs, worker="w1", seq=42, appended=_WHEN, hash="0" * 64,
+        prev_hash="0" * 64, settings_id="5e771265ab5e771d",
+    )  # fmt: skip
 
 
 def _flatten(doc: Any, prefix: str = "") -> list[tuple[str, str]]:

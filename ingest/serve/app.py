@@ -43,67 +43,33 @@ import hmac
 import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from engine.claude_output import closed_body, express_outcome
+from engine.claude_output import closed_body
 from engine.errors import InvalidEvent, Unavailable
 from engine.events import CATALOG
 from engine.payload import parse_payload
-from engine.records import Fallback, HookEvent, Outcome, new_event
+from engine.records import Fallback, HookEvent, new_event
 from ingest.rejects import rejection
+from ingest.serve.answers import HTTP_AGENTS, Fail, agent_of, failure_answer, render
 from ingest.serve.gateway import Gateway, NotPublished, publish_event
 from ingest.spool.store import Spool
 
 if TYPE_CHECKING:
     from ingest.serve.server import ServeOptions
 
-__all__ = ["Fail", "ServeApp", "clean_header", "failure_answer", "guess_event", "render"]
+__all__ = ["Fail", "ServeApp", "clean_header", "guess_event"]
 
 _log = logging.getLogger("hookaudit.serve")
 
-Fail = Literal["open", "closed"]
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 HEADER_CAP = 256
 _json_encoder = msgspec.json.Encoder()
-
-
-def failure_answer(event: str, fail: Fail, why: str, profile: str = "current") -> bytes:
-    """The body when no decision came: empty (open), or the event's blocking form (closed).
-
-    >>> failure_answer("PreToolUse", "closed", "timed out")[:40]
-    b'{"hookSpecificOutput":{"hookEventName":"'
-    """
-    if fail == "open":
-        return b""
-    return closed_body(event, f"no decision ({why})", profile)
-
-
-#: Agents besides Claude Code whose http hooks serve answers (`?agent=NAME`): each takes
-#: Claude Code's http answer (Qwen Code: tests/agents/test_http_hooks.py runs it).
-HTTP_AGENTS = ("qwen_code",)
-
-
-def render(outcome: Outcome) -> bytes:
-    """The http hook body for a worker's Outcome: the http form of `express_outcome`, or of
-    the agent's own dialect (what it cannot do, it is told as a block)."""
-    agent = outcome.event.agent
-    if agent == "claude_code":
-        return express_outcome(outcome).body
-    from engine.claude_output import blocking_object, decision_of
-    from engine.dialects.registry import get
-
-    said = get(agent).express(outcome.event.event, decision_of(outcome), outcome.event)
-    if said.stdout:
-        return said.stdout.encode()
-    if said.exit_code == 2:  # the command form's block: said as the event's blocking JSON
-        obj = blocking_object(outcome.event.event, said.stderr.strip() or "blocked")
-        return b"" if obj is None else _json_encoder.encode(obj)
-    return b""
 
 
 def clean_header(value: bytes | None) -> str | None:
@@ -231,7 +197,7 @@ class ServeApp:
         body = await self._read_body(headers, receive, send, named)
         if body is None:
             return
-        agent, said = _agent(scope), None
+        agent, said = agent_of(scope), None
         if agent is None:
             await _respond(send, 404, _json_error(
                 f"no http hooks for that agent: ?agent= takes {', '.join(HTTP_AGENTS)}"))  # fmt: skip
@@ -388,16 +354,6 @@ class ServeApp:
             report["http"] = self.http_stats()
         body = _json_encoder.encode(report)
         await _respond(send, 200 if ok else 503, body)
-
-
-def _agent(scope: Scope) -> str | None:
-    """The agent a request names (`?agent=NAME`), Claude Code when none; None for an agent
-    whose http hooks serve does not answer."""
-    from urllib.parse import parse_qs
-
-    query = scope.get("query_string") or b""
-    given = parse_qs(query.decode("latin-1")).get("agent", ["claude_code"])[-1]
-    return given if given == "claude_code" or given in HTTP_AGENTS else None
 
 
 async def _respond(

@@ -38,7 +38,8 @@ from engine.records import (
 )
 from ingest.nats.streams import ConnectOptions, Names, provision
 from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
-from ingest.serve.app import clean_header, failure_answer, render
+from ingest.serve.answers import failure_answer, render
+from ingest.serve.app import clean_header
 from ingest.serve.server import HttpServer, ServeOptions, check_listen, parse_listen
 
 if TYPE_CHECKING:
