@@ -405,8 +405,10 @@ async def test_wait_answers_within_its_timeout_when_nats_hangs(
         srv.wait(timeout=10)
     assert p.code == 0, p.stderr
     hso = json.loads(p.stdout)["hookSpecificOutput"]
-    assert hso["permissionDecision"] == "deny" and "no answer within 4s" in hso[
-        "permissionDecisionReason"], hso  # fmt: skip
+    # the answer names whichever step the deadline cut: the connect, or the wait after it
+    why = hso["permissionDecisionReason"]
+    assert hso["permissionDecision"] == "deny", hso
+    assert "no answer within 4s" in why or "cannot connect to NATS" in why, hso
     assert spool_count(tmp_path) == 1  # kept for the next flush
     # Not a speed bound: one deadline covers connecting and waiting, so the answer comes
     # at 4 s plus start-up; connecting alone used to take twice the connect timeout
