@@ -46,13 +46,16 @@ class Result(msgspec.Struct, frozen=True):
     """What emit prints and how it exits, and what became of the event (`status`).
 
     `status` is one of ``published``, ``duplicate``, ``decided``, ``no-decision``,
-    ``spooled``, ``rejected``, ``lost``.
+    ``spooled``, ``rejected``, ``lost``. `blocked`: an answer given without a decision
+    (fail mode, refused input) stops what the agent does; the log records it so
+    (`ingest.emit.emitter.fallback`), in every agent's form (Cline's cancel exits 0).
     """
 
     status: str
     stdout: str = ""
     stderr: str = ""
     exit_code: int = 0
+    blocked: bool = False
 
 
 def fail_result(
@@ -78,18 +81,24 @@ def fail_result(
         from engine.dialects.registry import get
 
         answer = get(agent).block(event_name, reason)
-        return Result(status, answer.stdout, answer.stderr, answer.exit_code)
+        return _blocking(status, answer.stdout, answer.stderr, answer.exit_code)
     why = closed_reason(reason)
     if event_name == "PreToolUse":
         from engine.claude_output import blocking_object
 
         text = json.dumps(blocking_object(event_name, why), separators=(",", ":"))
-        return Result(status, stdout=text, stderr=f"hookaudit emit: {reason}")
+        return Result(status, stdout=text, stderr=f"hookaudit emit: {reason}", blocked=True)
     if is_known(event_name) and spec(event_name).exit2 in ("block", "fail"):
-        return Result(status, stderr=why, exit_code=2)
+        return Result(status, stderr=why, exit_code=2, blocked=True)
     return Result(
         status, stderr=f"hookaudit emit: {reason}; {event_name} cannot be blocked, proceeding"
     )
+
+
+def _blocking(status: str, stdout: str, stderr: str, exit_code: int) -> Result:
+    """Another agent's `Dialect.block` answer: it says something (exit 2, or JSON such as
+    Cline's cancel) only where it blocks."""
+    return Result(status, stdout, stderr, exit_code, blocked=exit_code == 2 or bool(stdout))
 
 
 def decision_result(outcome: Outcome) -> Result:
@@ -121,9 +130,9 @@ def rejected_result(opts: EmitOptions, err: InvalidEvent, kept: str) -> Result:
         from engine.dialects.registry import get
 
         said = get(opts.agent).block("PreToolUse", f"{err}{kept}")
-        return Result("rejected", said.stdout, said.stderr or line, said.exit_code)
+        return _blocking("rejected", said.stdout, said.stderr or line, said.exit_code)
     if opts.fail == "closed":
-        return Result("rejected", stderr=line, exit_code=2)
+        return Result("rejected", stderr=line, exit_code=2, blocked=True)
     return Result("rejected", stderr=line)
 
 

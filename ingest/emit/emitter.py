@@ -129,6 +129,8 @@ def _bad_input(raw: bytes, opts: EmitOptions, err: InvalidEvent, full: Rejection
     the worker records it as ``decided_by = 'rejected'``.
     """
     stub, kept = reject_stub(raw, opts, err, full)
+    said = rejected_result(opts, err, kept)  # what the agent gets, recorded with the stub
+    stub = msgspec.structs.replace(stub, fallback=fallback(stub.event, opts.fail, str(err), said))
     try:
         quiet_nats_logs()
         asyncio.run(_record_reject(stub, opts, Spool(opts.target.data_dir)))
@@ -213,7 +215,7 @@ def fallback(
         >>> fallback("Stop", "closed", "timeout", r).blocked
         True
     """
-    blocked = answer.exit_code == 2 or '"permissionDecision":"deny"' in answer.stdout
+    blocked = answer.blocked
     decision = ("deny" if event == "PreToolUse" else "block") if blocked else None
     reason = answer.stderr.removeprefix("hookaudit emit: ") or None
     return Fallback(

@@ -143,27 +143,40 @@ class ServeApp:
             await self._refuse(send, 500, why, _named(scope.get("path", "")), b"")
 
     async def _refuse(
-        self, send: Send, status: int, why: str, named: str | None, body: bytes
+        self,
+        send: Send,
+        status: int,
+        why: str,
+        named: str | None,
+        body: bytes,
+        extra: list[tuple[bytes, bytes]] | None = None,
+        record: bool = False,
     ) -> None:
         """Answer a request that has no decision: under ``fail="closed"`` the event's
         blocking form when the event can be told (from the URL, else the body), so hostile
-        input cannot fail open; otherwise (or when it cannot be told) the error `status`."""
-        if status == 400 and body:  # a whole body refused: its stub goes into the log
+        input or a misdirected hook cannot fail open; otherwise (or when it cannot be told)
+        the error `status`. A body refused as a whole (400, or `record`) goes into the log as
+        a rejected stub; an unauthenticated one does not (anyone may send it)."""
+        event = named or guess_event(body)
+        answer = b""
+        if self.options.fail == "closed" and event is not None:
+            answer = closed_body(event, why)
+        if (status == 400 or record) and body:
             try:
                 r = rejection(body, why, stage="serve")
-                name = named or guess_event(body) or "unknown"
+                name = event or "unknown"
+                said = Fallback(by="serve", why=why, fail=self.options.fail, blocked=bool(answer),
+                                decision=(("deny" if name == "PreToolUse" else "block")
+                                          if answer else None))  # fmt: skip
                 stub = new_event({"hook_event_name": name}, raw="{}", source="http", rejected=r)
-                self._record(stub)
+                self._record(msgspec.structs.replace(stub, fallback=said))
             except Exception as exc:  # recording is best effort; the answer is not
                 _log.warning("could not record a refused request: %s", exc)
-        if self.options.fail == "closed":
-            event = named or guess_event(body)
-            body = b"" if event is None else closed_body(event, why)
-            if body:
-                _log.warning("%s request refused (%s); failing closed", event, why)
-                await _respond(send, 200, body)
-                return
-        await _respond(send, status, _json_error(why))
+        if answer:
+            _log.warning("%s request refused (%s); failing closed", event, why)
+            await _respond(send, 200, answer, extra)
+            return
+        await _respond(send, status, _json_error(why), extra)
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -173,34 +186,36 @@ class ServeApp:
         if path == "/healthz":
             await self._health(send, method)
             return
+        route_ok = True
         if path in ("/", "/hooks", "/hooks/"):
             named = None
         elif path.startswith("/hooks/") and "/" not in path[7:]:
             named = path[7:]
         else:
-            await _respond(send, 404, _json_error(f"no route {path!r}: POST hook input to /hooks"))
+            route_ok, named = False, None
+        if method != "POST":  # no hook is waiting: the plain error
+            if route_ok:
+                await _respond(send, 405, _json_error("POST the hook input JSON"),
+                               [(b"allow", b"POST")])  # fmt: skip
+            else:
+                await _respond(send, 404, _json_error(f"no route {path!r}"))
             return
-        if method != "POST":
-            await _respond(
-                send, 405, _json_error("POST the hook input JSON"), [(b"allow", b"POST")]
-            )
-            return
+        # A POST is a hook waiting for its answer: from here, whatever goes wrong (a wrong
+        # token, URL or ?agent=) is answered by `_refuse`, which under --fail closed is the
+        # event's blocking form; an error status would let the call run.
         headers: dict[bytes, bytes] = dict(scope["headers"])
-        if not self._authorized(headers.get(b"authorization")):
-            await _respond(
-                send,
-                401,
-                _json_error("missing or wrong bearer token"),
-                [(b"www-authenticate", b'Bearer realm="hookaudit"')],
-            )
-            return
         body = await self._read_body(headers, receive, send, named)
         if body is None:
             return
+        if not self._authorized(headers.get(b"authorization")):
+            await self._refuse(send, 401, "missing or wrong bearer token", named, body,
+                               [(b"www-authenticate", b'Bearer realm="hookaudit"')])  # fmt: skip
+            return
         agent, said = agent_of(scope), None
-        if agent is None:
-            await _respond(send, 404, _json_error(
-                f"no http hooks for that agent: ?agent= takes {', '.join(HTTP_AGENTS)}"))  # fmt: skip
+        if not route_ok or agent is None:
+            why = (f"no route {path!r}: POST hook input to /hooks" if not route_ok else
+                   f"no http hooks for that agent: ?agent= takes {', '.join(HTTP_AGENTS)}")  # fmt: skip
+            await self._refuse(send, 404, why, named, body, record=True)
             return
         try:
             payload = parse_payload(body, "request body")

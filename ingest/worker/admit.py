@@ -152,12 +152,15 @@ def _agent_agrees(ev: HookEvent, payload: dict[str, Any]) -> bool:
 
 def record_only(ev: HookEvent, by: Literal["rejected", "fallback"], settings_id: str) -> Outcome:
     """The record of an event refused upstream, or of a fallback notice: no hook runs."""
-    if by == "rejected":
+    if by == "rejected":  # blocked/decision: what emit or serve answered (`fallback`)
         assert ev.rejected is not None
+        fb = ev.fallback
         return Outcome(
             event=ev,
             settings_id=settings_id,
             decided_by="rejected",
+            blocked=fb is not None and fb.blocked,
+            decision=fb.decision if fb is not None else None,
             reason=ev.rejected.reason,
             errors=[f"rejected by {ev.rejected.stage}: {ev.rejected.reason}"],
         )

@@ -47,7 +47,6 @@ import sys
 import sysconfig
 import tempfile
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -487,10 +486,10 @@ def test_compose_services_run_and_enforce(tmp: Path) -> None:
             return out.get("permissionDecision", "allow"), out.get("permissionDecisionReason", "")
 
         session = f"compose-{uuid.uuid4().hex[:8]}"
-        with pytest.raises(urllib.error.HTTPError) as refused:  # the token is in force
-            send(_hook_input(session, "ls", 0), auth=False)
-        refused.value.close()  # the error holds the response
-        assert refused.value.code == 401
+        # the token is in force: without it, even `ls` is denied (serve fails closed; a 401
+        # would be a non-blocking error to Claude Code, and the call would run)
+        refused = decision(send(_hook_input(session, "ls", 0), auth=False))
+        assert refused[0] == "deny" and "bearer token" in refused[1], refused
 
         def one_round(first: int) -> tuple[set[str], set[str], Counter[str]]:
             """Hook calls from tool_use id `first` on: (sent, answered by serve's fallback,

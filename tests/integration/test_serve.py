@@ -41,6 +41,7 @@ from ingest.protocol import MSG_ID, REPLY_HEADER, Reply
 from ingest.serve.answers import failure_answer, render
 from ingest.serve.app import clean_header
 from ingest.serve.server import HttpServer, ServeOptions, check_listen, parse_listen
+from tests.support.waiting import until
 
 if TYPE_CHECKING:
     from tests.conftest import NatsServer
@@ -461,6 +462,39 @@ async def test_timeout_fail_open(rig: Rig) -> None:
     assert (r.status_code, r.content) == (200, b"")
     assert time.monotonic() - t0 >= 0.3  # it waited out the timeout before failing open
     assert len(rig.seen) == 1  # the event was still published (and stored)
+
+
+async def test_a_misdirected_hook_is_blocked_when_failing_closed(rig: Rig) -> None:
+    """A hook that reaches serve with a wrong token, URL or ?agent= has no decision: under
+    --fail closed it is the event's blocking answer with status 200, since an error status
+    is a non-blocking error to Claude Code and Qwen Code (the call would run). The
+    unauthenticated request is not recorded (anyone can send it); the others are, as
+    rejected. With no hook waiting (not a POST) it stays a plain error."""
+    client = await rig.start(token="s3cret-token", fail="closed")
+    auth = {"Authorization": "Bearer s3cret-token"}
+    cases = [
+        ("/hooks", {}, "missing or wrong bearer token"),
+        ("/hooks", {"Authorization": "Bearer nope"}, "missing or wrong bearer token"),
+        ("/hook", auth, "no route '/hook'"),
+        ("/hooks/PreToolUse/x", auth, "no route"),
+        ("/hooks?agent=qwen", auth, "no http hooks for that agent"),
+        ("/hooks/PreToolUse?agent=gemini_cli", auth, "no http hooks for that agent"),
+    ]
+    for path, headers, why in cases:
+        r = await client.post(path, json=pretool(), headers=headers)
+        assert r.status_code == 200, (path, r.text)
+        hso = r.json()["hookSpecificOutput"]
+        assert hso["permissionDecision"] == "deny" and why in hso["permissionDecisionReason"]
+    r = await client.post("/hooks", json=pretool())
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    r = await client.post("/hook", json={"hook_event_name": "Stop", "session_id": "s"},
+                          headers=auth)  # fmt: skip
+    assert r.json()["decision"] == "block"
+    await until(lambda: len(rig.seen) == 5, timeout=10)
+    assert all(ev.rejected is not None and ev.rejected.stage == "serve" for ev, _ in rig.seen)
+    assert sorted(ev.event for ev, _ in rig.seen) == ["PreToolUse"] * 4 + ["Stop"]
+    assert (await client.get("/hook", headers=auth)).status_code == 404
+    assert (await client.get("/hooks?agent=qwen", headers=auth)).status_code == 405
 
 
 async def test_timeout_fail_closed(rig: Rig) -> None:

@@ -83,16 +83,23 @@ async def test_fallback_answers_and_refused_input_are_recorded(
     )
     # 1b. NATS down, observe mode: spooled; nobody waits, so its record will be `observed`
     assert cli("emit", *down, stdin=pretool("rm -rf / observed")).returncode == 0
+    # 1c. malformed input, failing closed: blocked (exit 2); its stub says so
+    p = cli("emit", *down, "--wait", "--fail", "closed", stdin=b'{"hook_event_name": "PreToolUse"')
+    assert p.returncode == 2, p.stderr
+    # 1d. Cline, failing closed: its block is a cancel with exit 0, and blocks all the same
+    cline = (REPO / "tests/fixtures/agents/cline-3.0.65/PreToolUse.json").read_bytes()
+    p = cli("emit", *down, "--agent", "cline", "--wait", "--fail", "closed", stdin=cline)
+    assert p.returncode == 0 and json.loads(p.stdout)["cancel"] is True, p.stderr
     # 2. a 10 MB event in observe mode: refused, kept, and its stub spooled for the log
     big = pretool("x" * 10_000_000)
     p = cli("emit", *down, stdin=big)
     assert p.returncode == 0 and "exceeds the limit" in p.stderr.decode()
     status = json.loads(cli("spool", "status", "--data-dir", str(data), "--format", "json").stdout)
-    assert (status["events"], status["rejects"], status["rejected_inputs"]) == (3, 1, 1)
+    assert (status["events"], status["rejects"], status["rejected_inputs"]) == (5, 2, 2)
     listed = cli(
         "spool", "rejects", "--data-dir", str(data), "--format", "jsonl"
     ).stdout.splitlines()
-    [kept] = [json.loads(x) for x in listed]
+    [kept] = [x for x in map(json.loads, listed) if x["size"] > 1000]
     assert (kept["size"], kept["sha256"]) == (len(big), hashlib.sha256(big).hexdigest())
 
     nc = Client()
@@ -106,16 +113,16 @@ async def test_fallback_answers_and_refused_input_are_recorded(
     worker = start_worker(tmp_path, up)
     try:
         deadline = time.monotonic() + 60
-        while len(list(iter_outcomes(data))) < 5:
-            assert time.monotonic() < deadline, "the worker did not record 5 outcomes"
+        while len(list(iter_outcomes(data))) < 7:
+            assert time.monotonic() < deadline, "the worker did not record 7 outcomes"
             await asyncio.sleep(0.2)
         # a normal decision afterwards, to see policy next to fallback
         p = cli("emit", *up, "--wait", "--fail", "closed", stdin=pretool("rm -rf /"))
         assert json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
         # observe mode with NATS up: published, never waited for
         assert cli("emit", *up, stdin=pretool("rm -rf / live")).returncode == 0
-        while len(list(iter_outcomes(data))) < 7:
-            assert time.monotonic() < deadline, "the worker did not record 7 outcomes"
+        while len(list(iter_outcomes(data))) < 9:
+            assert time.monotonic() < deadline, "the worker did not record 9 outcomes"
             await asyncio.sleep(0.2)
     finally:
         worker.send_signal(signal.SIGTERM)
@@ -140,8 +147,17 @@ async def test_fallback_answers_and_refused_input_are_recorded(
         o.errors for o in iter_outcomes(data) if o.event.tool_name and "spooled" in o.event.payload
     ]
     assert any("policy decision not seen by the agent" in e for e in policy_note)
+    # refused input: the record says what the agent got (blocked when failing closed)
+    refused = con.execute(
+        "SELECT agent, blocked, decision FROM outcomes WHERE decided_by = 'rejected' ORDER BY seq"
+    ).fetchall()
+    assert sorted(refused) == [("claude_code", False, None), ("claude_code", True, "deny")]
+    cancelled = con.execute(
+        "SELECT decided_by, blocked, decision FROM outcomes WHERE agent = 'cline'"
+    ).fetchall()
+    assert ("fallback", True, "deny") in cancelled, cancelled
     [(stage, size, digest, reason, session)] = con.execute(
-        "SELECT stage, size, sha256, reason, session_id FROM rejects"
+        "SELECT stage, size, sha256, reason, session_id FROM rejects WHERE size > 1000"
     ).fetchall()
     assert (stage, size, digest) == ("emit", len(big), hashlib.sha256(big).hexdigest())
     assert session == "s"  # the session it claims, so the session's queries find it
