@@ -57,6 +57,7 @@ from ingest.log.layout import segments
 from ingest.log.objstore import duckdb_filesystem
 from ingest.log.reader import OnCorrupt
 from queries.active import _load_active
+from queries.calls import register as register_calls
 from queries.catalog import QueryError
 from queries.columns import (
     LOG_COLUMNS,
@@ -164,6 +165,7 @@ def _build_views(
             }
         ),
     )
+    register_calls(con)
     for sql in _PUBLIC_VIEWS:
         con.execute(sql)
 
@@ -197,15 +199,17 @@ _PUBLIC_VIEWS = (
     FROM _ha_runs""",
     # A call's Pre and Post share a tool_use_id; where an agent gives none it is derived from
     # the input, so identical calls of a session share one: the nth call the agent let run
-    # pairs with the nth Post (a call stopped at Pre never gets one).
+    # pairs with the nth Post (a call stopped at Pre never gets one). A derived id's call
+    # that ran rewritten pairs by the id of its rewritten input (`queries.calls`).
     """CREATE OR REPLACE TEMP VIEW tool_calls AS
     WITH pre0 AS (
         SELECT *, blocked AND coalesce(json_extract_string(record, '$.decided_by'), 'policy')
-            <> 'observed' AS stopped
+            <> 'observed' AS stopped,
+            ha_ran_as_id(tool_use_id, blocked, record, session_id, tool_name) AS ran_as
         FROM _ha_live_events WHERE event = 'PreToolUse' AND tool_use_id IS NOT NULL
     ), pre AS (
         SELECT *, CASE WHEN NOT stopped THEN row_number() OVER (
-            PARTITION BY session_id, tool_use_id, stopped ORDER BY ts, id) END AS nth
+            PARTITION BY session_id, ran_as, stopped ORDER BY ts, id) END AS nth
         FROM pre0
     ), post AS (
         SELECT id, ts, event, session_id, tool_use_id, record, row_number() OVER (
@@ -228,7 +232,7 @@ _PUBLIC_VIEWS = (
             (epoch_us(post.ts) - epoch_us(pre.ts)) / 1000.0) END AS duration_ms,
         pre.settings_id, pre.id AS pre_id, post.id AS post_id
     FROM pre LEFT JOIN post
-        ON post.tool_use_id = pre.tool_use_id AND post.session_id = pre.session_id
+        ON post.tool_use_id = pre.ran_as AND post.session_id = pre.session_id
         AND post.nth = pre.nth""",
     """CREATE OR REPLACE TEMP VIEW sessions AS
     SELECT session_id, min(ts) AS started, max(ts) AS ended,

@@ -129,7 +129,9 @@ _doc(
     "tool_calls",
     "one row per live PreToolUse event, with its PostToolUse/PostToolUseFailure (same session "
     "and tool_use_id; where identical calls share a derived id, the nth call the agent let run "
-    "pairs with the nth Post); an event decided twice counts once (its first decision)",
+    "pairs with the nth Post; a derived id's call that ran with a rewritten input pairs by "
+    "the id of that input, as its Post has); an event decided twice counts once (its first "
+    "decision)",
     """
 tool_use_id | VARCHAR | tool call id
 session_id | VARCHAR | agent session

@@ -18,8 +18,10 @@ WITH live AS (
     -- an id hookaudit derived (`ha-`: an agent that gives none) is shared by identical calls
     -- of a session: those count per session, the nth backfilled call checked by the nth
     -- live decision; any other id is one call wherever it is copied
+    -- (a call that ran rewritten counts under the id of its rewritten input, which its
+    -- transcript shows: `ha_ran_as_id`)
     SELECT
-        tool_use_id,
+        ha_ran_as_id(tool_use_id, blocked, record, session_id, tool_name) AS tool_use_id,
         CASE WHEN starts_with(tool_use_id, 'ha-') THEN session_id END AS sess,
         count(DISTINCT id) AS n
     FROM outcomes

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.agents.runners import run
-from tests.support.agents import deployment, outcomes
+from tests.support.agents import deployment, outcomes, sql
 from tests.support.relay import Stack
 from tests.support.waiting import wait_for
 
@@ -104,6 +104,9 @@ def test_a_rewritten_command_is_what_runs(agent: str, tmp_path: Path, stack: Sta
             assert any("rewrites this call's input" in x for x in r.results), said
     pre = [x for x in outcomes(stack.data, agent) if x["event"] == "PreToolUse"]
     assert len(pre) == 1 and pre[0]["decided_by"] == "policy", pre
+    if agent in REWRITES:  # its Post (of the rewritten input) pairs with the Pre
+        wait_for(lambda: tool_calls(stack.data, agent) == [(True, "success")], 30,
+                 f"{agent}'s rewritten call paired: {tool_calls(stack.data, agent)}")  # fmt: skip
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -117,6 +120,13 @@ def test_with_the_worker_stopped_the_call_does_not_run(
     marker = tmp_path / "ran"
     r = run(agent, tmp_path, stack.data, f"touch {marker}")
     assert not marker.exists(), (r.proc.stdout[-2000:], r.proc.stderr[-2000:])
+
+
+def tool_calls(data: Path, agent: str) -> list[tuple[bool, str]]:
+    """(ran, status) of each `tool_calls` row of `agent`'s."""
+    rows = sql(data, "SELECT t.ran, t.status FROM tool_calls t JOIN outcomes o ON o.id = "
+                     f"t.pre_id WHERE o.agent = '{agent}' ORDER BY t.started")  # fmt: skip
+    return [(x["ran"], x["status"]) for x in rows]
 
 
 def blocks(agent: str, p: subprocess.CompletedProcess[bytes]) -> bool:

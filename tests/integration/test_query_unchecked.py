@@ -10,6 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from engine.dialects.base import derived_id
 from engine.records import Outcome, new_event
 from ingest.backfill import Call
 from ingest.log.writer import LogWriter
@@ -87,6 +90,39 @@ def test_identical_calls_with_a_derived_id_are_each_checked(tmp_path: Path) -> N
     assert [(r["session_id"], r["ts"]) for r in rows] == [
         ("g1", T0 + timedelta(seconds=5)), ("g2", T0 + timedelta(seconds=7))
     ], rows  # fmt: skip
+
+
+def test_a_call_that_ran_rewritten_is_checked_by_its_live_decision(tmp_path: Path) -> None:
+    """A policy rewrote `make test` to `make test -k fast` on an agent with derived ids: the
+    call ran, and its session file shows, the rewritten input, whose derived id is not the
+    live Pre's. The live decision still checks it (`ha_ran_as_id`), and its Post pairs with
+    the Pre in `tool_calls`; a rewrite that was blocked, or given to nobody, does not."""
+    asked, ran = {"command": "make test"}, {"command": "make test -k fast"}
+    pre_id, ran_id = derived_id("g1", "Bash", asked), derived_id("g1", "Bash", ran)
+    rewritten = msgspec.structs.replace(live("g1", pre_id, 1, "make test"), updated_input=ran)
+    post = new_event({"session_id": "g1", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+                      "tool_input": ran, "tool_use_id": ran_id, "cwd": "/p",
+                      "tool_response": {"stdout": "ok"}}, ts=T0 + timedelta(seconds=2))  # fmt: skip
+    shown = call("g1", ran_id, 2, "make test -k fast", True)  # what backfill reads
+    denied = msgspec.structs.replace(  # a rewrite that came with a block: nothing ran
+        live("g2", derived_id("g2", "Bash", asked), 3, "make test"),
+        updated_input=ran,
+        blocked=True,
+        decision="deny",
+    )
+    unseen = call("g2", derived_id("g2", "Bash", ran), 3, "make test -k fast", True)
+    with LogWriter.open(tmp_path, "w1") as w:
+        w.append_batch([rewritten, Outcome(event=post, settings_id="s", decided_by="policy"),
+                        observed(shown, None), denied, observed(unseen, None)])  # fmt: skip
+    assert [r["session_id"] for r in named(tmp_path)] == ["g2"]
+    con = open_db(tmp_path, cache=False)
+    try:
+        calls = con.execute(
+            "SELECT session_id, ran, status FROM tool_calls WHERE pre_id = ?", [rewritten.event.id]
+        ).fetchall()
+    finally:
+        con.close()
+    assert calls == [("g1", True, "success")], calls
 
 
 def test_backfill_dry_run_on_a_real_transcript(tmp_path: Path) -> None:

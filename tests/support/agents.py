@@ -110,11 +110,15 @@ def wire(agent: str, data: Path, home: Path) -> None:
 
 
 def outcomes(data: Path, agent: str) -> list[dict[str, Any]]:
-    p = hookaudit(
-        "sql", "--data-dir", str(data), "--format", "json",
+    return sql(data,
         f"SELECT event, agent, agent_tool, tool_name, tool_use_id, blocked, decision, reason, "
         f"decided_by FROM outcomes WHERE agent = '{agent}' ORDER BY ts",
     )  # fmt: skip
+
+
+def sql(data: Path, query: str) -> list[dict[str, Any]]:
+    """The rows `hookaudit sql` gives for `query` over data dir `data`."""
+    p = hookaudit("sql", "--data-dir", str(data), "--format", "json", query)
     assert p.returncode == 0, p.stderr.decode()
     rows: list[dict[str, Any]] = json.loads(p.stdout)
     return rows
@@ -126,4 +130,4 @@ def agent_env(home: Path, **extra: str) -> dict[str, str]:
     return e
 
 
-__all__ = ["REPO", "agent_env", "binary", "deployment", "outcomes", "start_model", "wire"]
+__all__ = ["REPO", "agent_env", "binary", "deployment", "outcomes", "sql", "start_model", "wire"]
