@@ -1,5 +1,6 @@
-"""Backfill of other agents' session files: the tool calls they show (and a Codex rollout's
-other events), as those agents' hooks.
+"""Backfill of other agents' session files: the tool calls and other events they show, as
+those agents' hooks sent them (each agent's file is read by its own module:
+`ingest.backfill_codex`, `ingest.backfill_gemini`, `ingest.backfill_qwen`).
 
 Codex CLI keeps each session as a rollout (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`:
 `function_call` and `function_call_output` items), Gemini CLI as a chat file
@@ -37,7 +38,6 @@ from typing import Any
 from engine.records import HookEvent, new_event
 from engine.userfiles import open_regular
 from ingest.backfill import MAX_CALLS, MAX_LINE, Scan, backfill_id
-from ingest.backfill_events import parse_time as _when
 
 __all__ = [
     "AgentCall",
@@ -224,96 +224,13 @@ def scan_agent_lines(
 
         scan_rollout(lines, path, scan, calls)
     elif kind == "gemini_cli":
-        _gemini(lines, path, scan, calls)
+        from ingest.backfill_gemini import scan_chat
+
+        scan_chat(lines, path, scan, calls)
     elif kind == "qwen_code":
-        _qwen(lines, path, scan, calls)
+        from ingest.backfill_qwen import scan_chat as scan_qwen
 
-
-def _gemini(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) -> None:
-    session = ""
-    seen: set[str] = set()
-    for n, line in enumerate(lines, 1):
-        d = json_object(line)
-        if d is None:
-            scan.skipped += 1
-            continue
-        if "sessionId" in d and "projectHash" in d:
-            session = str(d.get("sessionId") or "")
-            continue
-        if d.get("type") != "gemini" or not isinstance(d.get("toolCalls"), list):
-            continue
-        for tc in d["toolCalls"]:
-            if (
-                not isinstance(tc, dict)
-                or not isinstance(tc.get("name"), str)
-                or not isinstance(tc.get("args"), dict)
-            ):
-                scan.skipped += 1
-                continue
-            call_id = str(tc.get("id") or "")
-            ts = _when(tc.get("timestamp")) or _when(d.get("timestamp"))
-            if not call_id or call_id in seen or ts is None:
-                continue  # a message is written again as its tool calls complete
-            seen.add(call_id)
-            hook = {"session_id": session, "transcript_path": path, "hook_event_name": "BeforeTool",
-                    "timestamp": d.get("timestamp"), "tool_name": tc["name"], "tool_input": tc["args"]}  # fmt: skip
-            c = AgentCall("gemini_cli", session, call_id, ts, hook, path, n)
-            text = json.dumps(tc.get("result"))
-            if tc.get("result") is not None:
-                c.ran = "Tool execution blocked" not in text
-                scan.results += 1
-            add_call(c, calls, scan, None)
-
-
-def _qwen(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) -> None:
-    by_id: dict[str, AgentCall] = {}
-    for n, line in enumerate(lines, 1):
-        d = json_object(line)
-        if d is None:
-            scan.skipped += 1
-            continue
-        session = str(d.get("sessionId") or "")
-        found = d.get("message")
-        msg: dict[str, Any] = found if isinstance(found, dict) else {}
-        found_parts = msg.get("parts")
-        parts: list[Any] = found_parts if isinstance(found_parts, list) else []
-        if d.get("type") == "assistant":
-            for part in parts:
-                fc = part.get("functionCall") if isinstance(part, dict) else None
-                if not isinstance(fc, dict):
-                    continue
-                ts, call_id = _when(d.get("timestamp")), fc.get("id")
-                if (
-                    ts is None
-                    or not isinstance(call_id, str)
-                    or not isinstance(fc.get("name"), str)
-                ):
-                    scan.skipped += 1
-                    continue
-                hook = {"session_id": session, "transcript_path": path, "cwd": d.get("cwd"),
-                        "hook_event_name": "PreToolUse", "timestamp": d.get("timestamp"),
-                        "tool_name": fc["name"], "tool_input": fc.get("args") if isinstance(fc.get("args"), dict) else {},
-                        "tool_call_id": call_id}  # fmt: skip
-                c = AgentCall(
-                    "qwen_code",
-                    session,
-                    call_id,
-                    ts,
-                    {k: v for k, v in hook.items() if v is not None},
-                    path,
-                    n,
-                )
-                add_call(c, calls, scan, by_id)
-        elif d.get("type") == "tool_result":
-            got = d.get("toolCallResult")
-            res: dict[str, Any] = got if isinstance(got, dict) else {}
-            done = by_id.get(str(res.get("callId")))
-            if done is not None:
-                done.ran = (
-                    res.get("executionStatus") != "not_started"
-                    and res.get("errorType") != "execution_denied"
-                )
-                scan.results += 1
+        scan_qwen(lines, path, scan, calls)
 
 
 def add_call(

@@ -37,10 +37,12 @@ def test_unchecked_lists_the_agents_calls_no_live_hook_decided(stack: Stack) -> 
     p = hookaudit("backfill", "--data-dir", str(stack.data), str(TRANSCRIPTS))
     assert p.returncode == 0, p.stderr
     assert b"6 tool call(s): 3 ran, 3 refused" in p.stderr, p.stderr
-    # the Codex rollouts' other events: two session starts, prompts and stops, one result
-    assert b"7 other event(s)" in p.stderr, p.stderr
+    # the other events: Codex's 7 (two session starts, prompts and stops, one result),
+    # Gemini CLI's 7 (two starts, prompts and stops, one result), Qwen Code's 9 (two
+    # starts, prompts and stops, a result, and the empty prompt sending each result back)
+    assert b"23 other event(s)" in p.stderr, p.stderr
     again = hookaudit("backfill", "--data-dir", str(stack.data), str(TRANSCRIPTS))
-    assert b"published 0 (13 already there)" in again.stderr, again.stderr
+    assert b"published 0 (29 already there)" in again.stderr, again.stderr
     import time
 
     deadline = time.monotonic() + 60
@@ -58,5 +60,8 @@ def test_unchecked_lists_the_agents_calls_no_live_hook_decided(stack: Stack) -> 
     s = hookaudit("sql", "--data-dir", str(stack.data), "--format", "json",
                   "SELECT agent, decided_by FROM outcomes WHERE source = 'backfill'")  # fmt: skip
     seen = json.loads(s.stdout)
-    assert len(seen) == 13 and {r["decided_by"] for r in seen} == {"observed"}
-    assert sorted(r["agent"] for r in seen).count("codex") == 9
+    assert len(seen) == 29 and {r["decided_by"] for r in seen} == {"observed"}
+    agents = [r["agent"] for r in seen]
+    assert (agents.count("codex"), agents.count("gemini_cli"), agents.count("qwen_code")) == (
+        9, 9, 11,
+    )  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -132,3 +133,107 @@ def test_a_codex_rollout_gives_every_event_the_binary_sent() -> None:
         assert (ev.agent, ev.source) == ("codex", "backfill") and got.event().id == ev.id
         compared.append(name)
     assert compared == ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"]
+
+
+#: What a Gemini CLI chat file cannot give: the hook's own time (each `timestamp` is the
+#: file entry's), a session's end and its compressions (not written to the file).
+_NOT_IN_GEMINIS_FILE = {"SessionEnd", "PreCompress"}
+
+
+def test_a_gemini_chat_file_gives_every_event_the_binary_sent() -> None:
+    """Every hook input the real Gemini CLI sent in a wired run (captured beside its chat
+    file), rebuilt from the file field by field and in key order, but for the time of each:
+    SessionStart, BeforeAgent, BeforeTool, AfterTool (with what the command returned) and
+    AfterAgent. The file does not show its session's end nor a compression."""
+    from ingest.backfill_agents import scan_agent_lines
+
+    live = [
+        json.loads(x) for x in (HERE / "gemini_cli-allowed.events.jsonl").read_text().splitlines()
+    ]
+    scan: Scan = Scan()
+    calls: list[AgentCall] = []
+    lines = (HERE / "gemini_cli-allowed.jsonl").read_text().splitlines()
+    scan_agent_lines("gemini_cli", lines, live[0]["transcript_path"], scan, calls)
+    assert scan.skipped == 0
+    mine = [*scan.events, *calls]
+    compared = []
+    for sent in live:
+        name = sent["hook_event_name"]
+        if name in _NOT_IN_GEMINIS_FILE:
+            assert not any(e.hook["hook_event_name"] == name for e in mine)
+            continue
+        (got,) = [e for e in mine if e.hook["hook_event_name"] == name]
+        assert list(got.hook) == list(sent), (name, got.hook, sent)
+        for key in sent:
+            if key != "timestamp":
+                assert got.hook[key] == sent[key], (name, key, got.hook[key], sent[key])
+        gap = abs((got.ts - get_time(sent["timestamp"])).total_seconds())
+        assert gap < 0.5, (name, got.hook["timestamp"], sent["timestamp"])
+        ev = got.event()  # normalised as emit --agent gemini_cli normalises the live input
+        expected = get("gemini_cli").normalise({**sent, "timestamp": got.hook["timestamp"]})
+        assert json.loads(ev.payload) == {
+            **expected.payload,
+            "hookaudit_backfill": json.loads(ev.payload)["hookaudit_backfill"],
+        }
+        assert (ev.agent, ev.source) == ("gemini_cli", "backfill") and got.event().id == ev.id
+        compared.append(name)
+    assert compared == ["SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent"]
+
+
+def get_time(text: str) -> Any:
+    from ingest.backfill_events import parse_time
+
+    return parse_time(text)
+
+
+#: What a Qwen Code chat file does not keep, per event (besides the hook's own time: each
+#: `timestamp` is the entry's): the permission mode, the `toolu_` id made for the hook (the
+#: canonical id is the provider's `tool_call_id`), a call's duration, a Stop's context
+#: figures and background work. It does not show a session's end.
+_NOT_IN_QWENS_FILE = {
+    "SessionStart": {"permission_mode"},
+    "UserPromptSubmit": {"permission_mode"},
+    "PreToolUse": {"permission_mode", "tool_use_id"},
+    "PostToolUse": {"permission_mode", "tool_use_id", "duration_ms"},
+    "Stop": {"permission_mode", "background_tasks", "crons", "context_usage",
+             "context_limit", "input_tokens"},
+}  # fmt: skip
+
+
+def test_a_qwen_chat_file_gives_every_event_the_binary_sent() -> None:
+    """Every hook input the real Qwen Code sent in a wired run (captured beside its chat
+    file), rebuilt from the file field by field and in key order: SessionStart, both
+    UserPromptSubmit (the prompt, and the empty one as the call's result goes back),
+    PreToolUse, PostToolUse (with what the command returned) and Stop. Exactly the fields
+    listed in _NOT_IN_QWENS_FILE are missing, and each time is the entry's."""
+    from ingest.backfill_agents import scan_agent_lines
+
+    live = [
+        json.loads(x) for x in (HERE / "qwen_code-allowed.events.jsonl").read_text().splitlines()
+    ]
+    scan: Scan = Scan()
+    calls: list[AgentCall] = []
+    lines = (HERE / "qwen_code-allowed.jsonl").read_text().splitlines()
+    scan_agent_lines("qwen_code", lines, live[0]["transcript_path"], scan, calls)
+    assert scan.skipped == 0
+    # a session starts at its first entry, which is also its first prompt's
+    mine = sorted([*scan.events, *calls],
+                  key=lambda e: (e.ts, e.hook["hook_event_name"] != "SessionStart"))  # fmt: skip
+    assert [e.hook["hook_event_name"] for e in mine] == [s["hook_event_name"] for s in live]
+    for got, sent in zip(mine, live, strict=True):
+        name = sent["hook_event_name"]
+        missing = _NOT_IN_QWENS_FILE[name]
+        assert list(got.hook) == [k for k in sent if k not in missing], (name, got.hook, sent)
+        for key in got.hook:
+            if key != "timestamp":
+                assert got.hook[key] == sent[key], (name, key, got.hook[key], sent[key])
+        gap = abs((got.ts - get_time(sent["timestamp"])).total_seconds())
+        assert gap < 0.5, (name, got.hook["timestamp"], sent["timestamp"])
+        ev = got.event()
+        kept = {k: v for k, v in sent.items() if k not in missing}
+        expected = get("qwen_code").normalise({**kept, "timestamp": got.hook["timestamp"]})
+        assert json.loads(ev.payload) == {
+            **expected.payload,
+            "hookaudit_backfill": json.loads(ev.payload)["hookaudit_backfill"],
+        }
+        assert (ev.agent, ev.source) == ("qwen_code", "backfill") and got.event().id == ev.id
