@@ -98,6 +98,11 @@ class Codex(Dialect):
             return Answer()
         if decision.blocked and event in _BLOCKING:
             return Answer("", reason, 2)
+        if event == "PermissionRequest" and decision.decision == "allow":
+            # approved without asking; only `behavior`: Codex fails closed on the fields it
+            # reserves (updatedInput, updatedPermissions, interrupt)
+            said = {"hookEventName": event, "decision": {"behavior": "allow"}}
+            return Answer(json.dumps({"hookSpecificOutput": said}, separators=(",", ":")))
         return Answer()
 
     def block(self, event: str, reason: str) -> Answer:

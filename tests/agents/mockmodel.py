@@ -47,6 +47,10 @@ def _shell_call(body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         if name in tools:
             props = (tools[name] or {}).get("properties") or {}
             if "cmd" in props:
+                if os.environ.get("MOCK_ESCALATE") and "sandbox_permissions" in props:
+                    # asks to run outside the sandbox: an approval, so a PermissionRequest
+                    return name, {"cmd": cmd, "sandbox_permissions": "require_escalated",
+                                  "justification": "hookaudit probe"}  # fmt: skip
                 return name, {"cmd": cmd}
             if "commands" in props:
                 return name, {"commands": [cmd]}

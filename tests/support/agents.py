@@ -30,6 +30,12 @@ BINARIES = {
 POLICY = """
 def guard(event):
     cmd = str((event.get("tool_input") or {}).get("command", ""))
+    if event.get("hook_event_name") == "PermissionRequest":  # asked before running: the
+        no = "hookaudit-denied" in cmd or "hookaudit-unsandboxed" in cmd  # policy answers it
+        decision = {"behavior": "deny" if no else "allow"}
+        if no:
+            decision["message"] = "policy: not outside the sandbox"
+        return {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
     if "hookaudit-denied" in cmd:
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse",
                 "permissionDecision": "deny", "permissionDecisionReason": "policy: no hookaudit-denied"}}
@@ -91,8 +97,8 @@ def deployment(root: Path) -> Iterator[Stack]:
     (root / "policy").mkdir()
     (root / "policy" / "agentpolicy.py").write_text(POLICY)
     settings = root / "policy" / "settings.json"
-    settings.write_text(json.dumps({"hooks": {"PreToolUse": [
-        {"matcher": "*", "hooks": [{"type": "python", "callable": "agentpolicy.py:guard"}]}]}}))  # fmt: skip
+    guard = [{"matcher": "*", "hooks": [{"type": "python", "callable": "agentpolicy.py:guard"}]}]
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": guard, "PermissionRequest": guard}}))
     stack = Stack(data=root / "data", settings=settings)
     stack.nats_up()
     stack.start_worker()
