@@ -57,7 +57,7 @@ def test_a_claude_code_transcript_is_not_taken_for_another_agents(tmp_path: Path
         assert _scan(some)[0] is None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(
     head=st.sampled_from([
         '{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{"id":"s"}}',
@@ -71,7 +71,11 @@ def test_a_claude_code_transcript_is_not_taken_for_another_agents(tmp_path: Path
                          lambda k: st.lists(k, max_size=3) | st.dictionaries(
                              st.sampled_from(["type", "payload", "toolCalls", "message", "parts",
                                               "functionCall", "args", "id", "name", "call_id",
-                                              "arguments", "timestamp", "toolCallResult"]),
+                                              "arguments", "timestamp", "toolCallResult",
+                                              "$set", "messages", "content", "text", "result",
+                                              "functionResponse", "response", "output",
+                                              "status", "resultDisplay", "provenance",
+                                              "model", "sessionId", "callId", "uuid", "cwd"]),
                              k, max_size=4), max_leaves=12).map(json.dumps),
         ),
         max_size=12,
@@ -87,6 +91,8 @@ def test_hostile_session_files_are_counted_never_raised(head: str, lines: list[s
         assert scan.lines >= 1
         for c in calls:
             c.event()  # each call found makes an event the worker admits
+        for e in scan.events:
+            e.event()  # and so does each other event
 
 
 def test_a_fifo_is_refused_and_a_long_line_passed_over(tmp_path: Path) -> None:
@@ -237,3 +243,64 @@ def test_a_qwen_chat_file_gives_every_event_the_binary_sent() -> None:
             "hookaudit_backfill": json.loads(ev.payload)["hookaudit_backfill"],
         }
         assert (ev.agent, ev.source) == ("qwen_code", "backfill") and got.event().id == ev.id
+
+
+_hostile = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.just("x" * 100_000),
+    st.just([]),
+    st.just({}),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+    st.just(json.loads("[" * 200 + "]" * 200)),
+)
+
+
+def _paths(v: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [at]
+    if isinstance(v, dict):
+        for k, x in v.items():
+            found += _paths(x, (*at, k))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            found += _paths(x, (*at, i))
+    return found
+
+
+def _set(v: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    v[path[0]] = _set(v[path[0]], path[1:], new)
+    return v
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    name=st.sampled_from([f"{a}-{r}.jsonl" for a, r in CASES]),
+    where=st.integers(0, 10**6),
+    which=st.integers(0, 10**6),
+    new=_hostile,
+)
+def test_a_real_session_file_with_one_value_made_hostile_is_never_raised(
+    name: str, where: int, which: int, new: Any
+) -> None:
+    """A real session file, one value anywhere in one line replaced by a hostile one (a
+    wrong type, a huge string, deep nesting): read without raising, and whatever it still
+    gives is admitted as an event. Reaches the paths random lines seldom do."""
+    from ingest.backfill_agents import kind_of, scan_agent_lines
+
+    lines = (HERE / name).read_text().splitlines()
+    n = where % len(lines)
+    doc = json.loads(lines[n])
+    paths = _paths(doc)
+    lines[n] = json.dumps(_set(doc, paths[which % len(paths)], new))
+    kind = kind_of(lines[:5]) or name.split("-")[0]
+    scan: Scan = Scan()
+    calls: list[AgentCall] = []
+    scan_agent_lines(kind, lines, "/t/s.jsonl", scan, calls)
+    for item in [*calls, *scan.events]:
+        item.event()
