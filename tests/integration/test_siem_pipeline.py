@@ -211,8 +211,10 @@ async def test_hec_sends_the_next_batch_while_one_waits_for_an_ack_that_never_co
         f"hec+http://127.0.0.1:{recv.port}",
         "--batch",
         "10",
+        # long enough that the second batch is acked well before the first one's ack
+        # times out, even on a loaded machine (4 s did not always hold under CI's load)
         "--ack-timeout",
-        "4",
+        "12",
         "--ack-wait",
         "600",
         env={"HOOKAUDIT_SIEM_TOKEN": "tok"},
