@@ -44,10 +44,12 @@ __all__ = [
     "AgentEvent",
     "add_call",
     "add_event",
+    "function_output",
     "json_object",
     "kind_of",
     "scan_agent_file",
     "scan_agent_lines",
+    "texts_of",
 ]
 
 
@@ -157,6 +159,28 @@ def json_object(line: str | bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return v if isinstance(v, dict) else None
+
+
+def texts_of(parts: object) -> str | None:
+    """The text of a message made only of text parts (Gemini CLI's `content`, Qwen Code's
+    `parts`), joined; None for anything else (a tool's response, a function call)."""
+    if not isinstance(parts, list) or not parts:
+        return None
+    texts = [p.get("text") for p in parts if isinstance(p, dict)]
+    if len(texts) != len(parts) or not all(isinstance(t, str) for t in texts):
+        return None
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def function_output(parts: object) -> str | None:
+    """What a call returned to the model: the `output` of a lone functionResponse part, as
+    Gemini CLI (a tool call's `result`) and Qwen Code (a `tool_result`'s parts) keep it."""
+    if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], dict):
+        return None
+    fr = parts[0].get("functionResponse")
+    response = fr.get("response") if isinstance(fr, dict) else None
+    out = response.get("output") if isinstance(response, dict) else None
+    return out if isinstance(out, str) else None
 
 
 def kind_of(first_lines: Iterable[str]) -> str | None:

@@ -26,7 +26,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from ingest.backfill import Scan
-from ingest.backfill_agents import AgentCall, AgentEvent, add_call, add_event, json_object
+from ingest.backfill_agents import (
+    AgentCall,
+    AgentEvent,
+    add_call,
+    add_event,
+    function_output,
+    json_object,
+    texts_of,
+)
 from ingest.backfill_events import parse_time as _when
 
 __all__ = ["scan_chat"]
@@ -49,15 +57,9 @@ def _workspace(messages: object) -> str | None:
 
 
 def _prompt(content: object) -> str | None:
-    """A user entry's typed prompt: its text parts joined; None for a tool's response."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list) or not content:
-        return None
-    texts = [p.get("text") for p in content if isinstance(p, dict)]
-    if len(texts) != len(content) or not all(isinstance(t, str) for t in texts):
-        return None
-    return "".join(t for t in texts if isinstance(t, str))
+    """A user entry's typed prompt: its text, or its text parts joined; None for a tool's
+    response."""
+    return content if isinstance(content, str) else texts_of(content)
 
 
 def scan_chat(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall]) -> None:
@@ -161,20 +163,10 @@ def _call(
         c.ran = "Tool execution blocked" not in json.dumps(result)
         scan.results += 1
     add_call(c, calls, scan, None)
-    output = _output(result)
+    output = function_output(result)
     if tc.get("status") == "success" and output is not None:
         display = tc.get("resultDisplay")
         said("AfterTool", n, tc.get("timestamp") or d.get("timestamp"), f"AfterTool:{call_id}",
              tool_name=tc["name"], tool_input=tc["args"],
              tool_response={"llmContent": output,
                             "returnDisplay": display if isinstance(display, str) else ""})  # fmt: skip
-
-
-def _output(result: object) -> str | None:
-    """What a call returned to the model (its functionResponse's `output`)."""
-    if not isinstance(result, list) or len(result) != 1 or not isinstance(result[0], dict):
-        return None
-    fr = result[0].get("functionResponse")
-    response = fr.get("response") if isinstance(fr, dict) else None
-    out = response.get("output") if isinstance(response, dict) else None
-    return out if isinstance(out, str) else None

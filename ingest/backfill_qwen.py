@@ -15,8 +15,8 @@ entry's). It does not mark a session's end: no SessionEnd.
 The rules are `ingest.backfill_agents`' (untrusted lines counted and passed over, stable ids).
 
 Example:
-    >>> _texts([{"text": "Do"}, {"text": "ne."}])
-    'Done.'
+    >>> _display({"type": "shell_result", "output": "hookaudit-probe"})
+    'hookaudit-probe'
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from ingest.backfill import Scan
-from ingest.backfill_agents import AgentCall, AgentEvent, add_call, add_event, json_object
+from ingest.backfill_agents import (
+    AgentCall,
+    AgentEvent,
+    add_call,
+    add_event,
+    function_output,
+    json_object,
+    texts_of,
+)
 from ingest.backfill_events import parse_time as _when
 
 __all__ = ["scan_chat"]
-
-
-def _texts(parts: list[Any]) -> str | None:
-    """The text of a message made of text parts only; None otherwise."""
-    texts = [p.get("text") for p in parts if isinstance(p, dict)]
-    if not parts or len(texts) != len(parts) or not all(isinstance(t, str) for t in texts):
-        return None
-    return "".join(t for t in texts if isinstance(t, str))
 
 
 def _display(shown: object) -> str | None:
@@ -96,7 +96,7 @@ def scan_chat(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall
         parts: list[Any] = found_parts if isinstance(found_parts, list) else []
         kind = d.get("type")
         if kind == "user" and d.get("provenance") == "real_user":
-            text = _texts(parts)
+            text = texts_of(parts)
             if text is None:
                 continue
             turn_ends()
@@ -110,7 +110,7 @@ def scan_chat(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall
                 said(first, at, "SessionStart", "SessionStart", source="startup", model=d["model"])
                 start_said = True
             results_sent()
-            text = _texts(parts)
+            text = texts_of(parts)
             answer = (d, n, text) if text else None
             for part in parts:
                 fc = part.get("functionCall") if isinstance(part, dict) else None
@@ -128,7 +128,7 @@ def scan_chat(lines: Iterable[str], path: str, scan: Scan, calls: list[AgentCall
             )
             scan.results += 1
             pending = (d, n)
-            output = _output(parts)
+            output = function_output(parts)
             shown = _display(res.get("resultDisplay"))
             if (
                 done.ran
@@ -169,13 +169,3 @@ def _call(
         path, n,
     )  # fmt: skip
     add_call(c, calls, scan, by_id)
-
-
-def _output(parts: list[Any]) -> str | None:
-    """What a call returned to the model (its functionResponse's `output`)."""
-    if len(parts) != 1 or not isinstance(parts[0], dict):
-        return None
-    fr = parts[0].get("functionResponse")
-    response = fr.get("response") if isinstance(fr, dict) else None
-    out = response.get("output") if isinstance(response, dict) else None
-    return out if isinstance(out, str) else None
