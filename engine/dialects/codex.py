@@ -5,6 +5,8 @@ What the binary does (tests/conformance/agents runs it):
   `tool_use_id`; `apply_patch` carries a patch text (`tool_input.command`), normalised
   here to the file operation it performs (`Write` for a new file, `Edit` otherwise; every
   file it touches listed in `tool_input.file_paths`).
+- Its schema lets `transcript_path` be null (a session with no rollout file): the canonical
+  event then has none, as Claude Code's type for it is a string.
 - Its output parser is strict: an unknown field, a deny without a reason or a `defer`
   fails the hook, and then the call runs. So a block is always exit 2 with a non-empty
   reason on stderr, which needs no JSON at all; an allow prints nothing.
@@ -62,6 +64,8 @@ class Codex(Dialect):
         event = str(payload.get("hook_event_name", ""))
         tool = payload.get("tool_name")
         out = dict(payload)
+        if out.get("transcript_path", "") is None:  # Codex's schema allows null (no rollout)
+            del out["transcript_path"]
         if tool == "apply_patch" and isinstance(payload.get("tool_input"), dict):
             patch = payload["tool_input"].get("command")
             ops = patch_files(patch) if isinstance(patch, str) else []

@@ -321,3 +321,16 @@ def test_sigma_products_name_agents() -> None:
         assert matches(rule, fields) is want, product
         got = con.execute(f"SELECT count(*) FROM detect_events WHERE {rule_sql(rule)}").fetchone()
         assert bool(got and got[0]) is want, product
+
+
+def test_a_codex_input_with_a_null_transcript_path_is_read() -> None:
+    """Codex's hook schema makes `transcript_path` a nullable string: null is dropped from
+    the canonical event, not refused (refused, every call of such a session was blocked)."""
+    from engine.payload import check_types
+
+    doc = {"hook_event_name": "PermissionRequest", "session_id": "s", "turn_id": "t",
+           "cwd": "/tmp", "model": "m", "permission_mode": "default", "transcript_path": None,
+           "tool_name": "Bash", "tool_input": {"command": "ls"}}  # fmt: skip
+    said = get("codex").normalise(doc)
+    check_types(said.payload)
+    assert "transcript_path" not in said.payload and said.payload["tool_name"] == "Bash"
